@@ -1,0 +1,115 @@
+// Command zidane-gen generates everything that must agree with the protocol schema under schema/:
+// Go types, handler interfaces and the dispatch table (protocol/*_gen.go), the Go client's typed
+// methods (client/methods_gen.go), the TypeScript bindings (sdk-ts/src/protocol.ts), the reference
+// (docs/protocol.md) and the bundled schema (protocol/bundle_gen.json, served at /protocol.json).
+//
+// Usage:
+//
+//	go run ./gen          # write the generated files
+//	go run ./gen -check   # exit 1 naming every generated file that differs (drift)
+package main
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+)
+
+func main() {
+	root := flag.String("root", ".", "repository root")
+	check := flag.Bool("check", false, "compare instead of writing; exit 1 on drift")
+	flag.Parse()
+	files, err := Generate(filepath.Join(*root, "schema"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "zidane-gen:", err)
+		os.Exit(1)
+	}
+	if *check {
+		drift := Drift(*root, files)
+		if len(drift) > 0 {
+			fmt.Fprintln(os.Stderr, "zidane-gen: generated files are out of date with schema/; run `make generate` and commit:")
+			for _, d := range drift {
+				fmt.Fprintln(os.Stderr, "  "+d)
+			}
+			os.Exit(1)
+		}
+		fmt.Printf("zidane-gen: %d generated files match schema/\n", len(files))
+		return
+	}
+	for _, name := range sortedKeys(files) {
+		path := filepath.Join(*root, name)
+		if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, files[name]) {
+			continue
+		}
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			fmt.Fprintln(os.Stderr, "zidane-gen:", err)
+			os.Exit(1)
+		}
+		if err := os.WriteFile(path, files[name], 0o644); err != nil {
+			fmt.Fprintln(os.Stderr, "zidane-gen:", err)
+			os.Exit(1)
+		}
+		fmt.Println("wrote", name)
+	}
+	for _, stale := range staleFiles(*root, files) {
+		if err := os.Remove(filepath.Join(*root, stale)); err == nil {
+			fmt.Println("removed", stale)
+		}
+	}
+}
+
+// Generate loads schemaDir and renders every output, keyed by path from the repository root.
+func Generate(schemaDir string) (map[string][]byte, error) {
+	p, err := Load(schemaDir)
+	if err != nil {
+		return nil, err
+	}
+	out, err := GoFiles(p)
+	if err != nil {
+		return nil, err
+	}
+	out["sdk-ts/src/protocol.ts"] = TSFile(p)
+	out["docs/protocol.md"] = MarkdownFile(p)
+	return out, nil
+}
+
+// generatedDirs are where generated files live; a *_gen.go there that the generator
+// no longer produces is stale.
+var generatedDirs = []string{"protocol", "client"}
+
+func staleFiles(root string, files map[string][]byte) []string {
+	var out []string
+	for _, d := range generatedDirs {
+		matches, _ := filepath.Glob(filepath.Join(root, d, "*_gen.*"))
+		for _, m := range matches {
+			rel, _ := filepath.Rel(root, m)
+			rel = filepath.ToSlash(rel)
+			if _, ok := files[rel]; !ok {
+				out = append(out, rel)
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Drift lists, one line each, the generated files that are missing, differ or are stale.
+func Drift(root string, files map[string][]byte) []string {
+	var out []string
+	for _, name := range sortedKeys(files) {
+		old, err := os.ReadFile(filepath.Join(root, name))
+		switch {
+		case err != nil:
+			out = append(out, name+": missing")
+		case !bytes.Equal(old, files[name]):
+			out = append(out, name+": differs from what schema/ generates")
+		}
+	}
+	for _, s := range staleFiles(root, files) {
+		out = append(out, s+": stale (no longer generated)")
+	}
+	return out
+}

@@ -1,0 +1,180 @@
+package protocol
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/santhosh-tekuri/jsonschema/v5"
+)
+
+// LookupMethod returns the spec of a method, or nil when the schema has no such method.
+func LookupMethod(name string) *MethodSpec {
+	lo, hi := 0, len(methodTable)
+	for lo < hi {
+		mid := (lo + hi) / 2
+		if methodTable[mid].Name < name {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	if lo < len(methodTable) && methodTable[lo].Name == name {
+		return methodTable[lo]
+	}
+	return nil
+}
+
+// Methods returns every method spec, sorted by name. The slice is shared: do not modify it.
+func Methods() []*MethodSpec { return methodTable }
+
+// MethodsFor returns the names of the methods a connection of scope s may call, sorted.
+func MethodsFor(s Scope) []string {
+	out := make([]string, 0, len(methodTable))
+	for _, m := range methodTable {
+		if s.Allows(m.Scope) {
+			out = append(out, m.Name)
+		}
+	}
+	return out
+}
+
+// LookupSignal returns the spec of a signal kind, or nil.
+func LookupSignal(kind string) *SignalSpec {
+	for _, s := range signalTable {
+		if s.Kind == kind {
+			return s
+		}
+	}
+	return nil
+}
+
+// Signals returns every signal spec in schema order. The slice is shared: do not modify it.
+func Signals() []*SignalSpec { return signalTable }
+
+func errNotOffered(method string) error {
+	return NewMethodNotFoundError(fmt.Sprintf("Unknown method %q.", method))
+}
+
+// Dispatch runs one request for a connection of the given scope: it finds the method
+// (MethodNotFound), checks the scope (Forbidden, naming the scope needed), decodes and validates
+// the params against the schema (InvalidParams with the JSON pointer in the message and
+// data.pointer), then calls the handler. A handler error that is not an *Error becomes
+// HandlerFailed with its text.
+func Dispatch(ctx context.Context, h Handlers, scope Scope, method string, params json.RawMessage) (any, error) {
+	m := LookupMethod(method)
+	if m == nil {
+		return nil, errNotOffered(method)
+	}
+	if !scope.Allows(m.Scope) {
+		return nil, NewForbiddenError(fmt.Sprintf("%q needs a %s token; this connection's token has scope %s.", method, m.Scope, scope), &ForbiddenErrorData{Needed: string(m.Scope), Scope: string(scope)})
+	}
+	p := m.NewParams()
+	if err := DecodeParams(method, params, p); err != nil {
+		return nil, err
+	}
+	res, err := m.call(ctx, h, p)
+	if err != nil {
+		var e *Error
+		if errors.As(err, &e) {
+			return nil, e
+		}
+		return nil, NewHandlerFailedError(err.Error())
+	}
+	return res, nil
+}
+
+var (
+	validatorsMu sync.Mutex
+	validators   = map[string]*jsonschema.Schema{}
+	compiler     *jsonschema.Compiler
+)
+
+// paramsValidator compiles (once) the params schema of a method from the bundled schema.
+func paramsValidator(method string) (*jsonschema.Schema, error) {
+	validatorsMu.Lock()
+	defer validatorsMu.Unlock()
+	if s, ok := validators[method]; ok {
+		return s, nil
+	}
+	if compiler == nil {
+		c := jsonschema.NewCompiler()
+		c.Draft = jsonschema.Draft2020
+		if err := c.AddResource("https://zidane.dev/protocol.json", bytes.NewReader(BundledSchema)); err != nil {
+			return nil, err
+		}
+		compiler = c
+	}
+	ptr := "https://zidane.dev/protocol.json#/methods/" + strings.ReplaceAll(strings.ReplaceAll(method, "~", "~0"), "/", "~1") + "/params"
+	s, err := compiler.Compile(ptr)
+	if err != nil {
+		return nil, err
+	}
+	validators[method] = s
+	return s, nil
+}
+
+// DecodeParams validates raw params against the method's schema and decodes them into dst.
+// Absent params are {}. Params must be an object: an array answers InvalidParams ("params must be
+// an object."). Member names match exactly (encoding/json alone would match them case-insensitively);
+// unknown members are ignored; duplicate members and wrong types answer InvalidParams naming the
+// JSON pointer.
+func DecodeParams(method string, raw json.RawMessage, dst any) error {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		raw = json.RawMessage("{}")
+	}
+	if raw[0] != '{' {
+		return NewInvalidParamsError("params must be an object.", &InvalidParamsErrorData{Pointer: ""})
+	}
+	if ptr, dup := findDuplicate(raw); dup != "" {
+		return NewInvalidParamsError(fmt.Sprintf("params%s: duplicate member %q; send each member once.", ptr, dup), &InvalidParamsErrorData{Pointer: ptr})
+	}
+	var doc any
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if err := dec.Decode(&doc); err != nil {
+		return NewInvalidParamsError("params must be an object.", &InvalidParamsErrorData{})
+	}
+	v, err := paramsValidator(method)
+	if err != nil {
+		return NewInternalError("params schema of " + method + " does not compile: " + err.Error())
+	}
+	if err := v.Validate(doc); err != nil {
+		var ve *jsonschema.ValidationError
+		if errors.As(err, &ve) {
+			leaf := firstLeaf(ve)
+			ptr := leaf.InstanceLocation
+			where := "params" + ptr
+			return NewInvalidParamsError(fmt.Sprintf("%s: %s.", where, leaf.Message), &InvalidParamsErrorData{Pointer: ptr})
+		}
+		return NewInvalidParamsError(err.Error(), &InvalidParamsErrorData{})
+	}
+	pruneToKnown(doc, dst)
+	clean, err := json.Marshal(doc)
+	if err != nil {
+		return NewInternalError(err.Error())
+	}
+	if err := json.Unmarshal(clean, dst); err != nil {
+		return NewInvalidParamsError("params: "+err.Error(), &InvalidParamsErrorData{})
+	}
+	return nil
+}
+
+func firstLeaf(ve *jsonschema.ValidationError) *jsonschema.ValidationError {
+	for len(ve.Causes) > 0 {
+		// Prefer the deepest location: it names the member at fault.
+		best := ve.Causes[0]
+		for _, c := range ve.Causes[1:] {
+			if len(c.InstanceLocation) > len(best.InstanceLocation) {
+				best = c
+			}
+		}
+		ve = best
+	}
+	return ve
+}
