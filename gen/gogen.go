@@ -171,7 +171,6 @@ func (g *goEmitter) typeDoc(t *Type) string {
 	return t.Name + ": " + d
 }
 
-
 func (g *goEmitter) emitTypes(f *jen.File) {
 	f.Comment("peekKind reads the exact member \"kind\" of a union value.")
 	f.Func().Id("peekKind").Params(jen.Id("b").Index().Byte()).Params(jen.String(), jen.Error()).Block(
@@ -236,7 +235,7 @@ func (g *goEmitter) emitStruct(f *jen.File, t *Type) {
 	if t.Kind != "" {
 		for _, u := range t.Unions {
 			f.Comment(fmt.Sprintf("%sKind returns %q.", u, t.Kind))
-			f.Func().Params(jen.Op("*").Id(t.Name)).Id(u+"Kind").Params().String().Block(jen.Return(jen.Lit(t.Kind)))
+			f.Func().Params(jen.Op("*").Id(t.Name)).Id(u + "Kind").Params().String().Block(jen.Return(jen.Lit(t.Kind)))
 			f.Func().Params(jen.Op("*").Id(t.Name)).Id("is" + u).Params().Block()
 		}
 	}

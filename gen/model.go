@@ -33,16 +33,16 @@ const (
 
 // Protocol is the loaded, checked schema: everything the emitters need.
 type Protocol struct {
-	Title, Description string
+	Title, Description  string
 	Version, MinVersion int
-	Scopes             []*Scope
-	Errors             []*ErrorDef
-	Groups             []*Group
-	Types              map[string]*Type // every named Go/TS type, params and results included
-	Methods            []*Method        // sorted by wire name
-	Signals            []*Signal        // in group order, then schema order
-	Hash               string           // sha256 of the schema files, hex
-	Bundle             []byte           // the bundled schema served at /protocol.json
+	Scopes              []*Scope
+	Errors              []*ErrorDef
+	Groups              []*Group
+	Types               map[string]*Type // every named Go/TS type, params and results included
+	Methods             []*Method        // sorted by wire name
+	Signals             []*Signal        // in group order, then schema order
+	Hash                string           // sha256 of the schema files, hex
+	Bundle              []byte           // the bundled schema served at /protocol.json
 
 	files map[string]*node
 }
@@ -63,12 +63,12 @@ type Group struct {
 // Method is one JSON-RPC method.
 type Method struct {
 	Name, Group, GoName, HandlerName string
-	Summary, Description, Scope       string
-	Since                             int
-	Deprecated                        string
-	Experimental                      bool
-	Params, Result                    *Type
-	Errors                            []*ErrorDef
+	Summary, Description, Scope      string
+	Since                            int
+	Deprecated                       string
+	Experimental                     bool
+	Params, Result                   *Type
+	Errors                           []*ErrorDef
 }
 
 // Signal is one ipc.signal kind.

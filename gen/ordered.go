@@ -222,7 +222,7 @@ func (n *node) del(k string) {
 	}
 }
 
-func strNode(s string) *node  { return &node{kind: 's', str: s} }
-func numNode(i int64) *node   { return &node{kind: 'n', num: json.Number(fmt.Sprint(i))} }
-func objNode() *node          { return &node{kind: 'o', vals: map[string]*node{}} }
+func strNode(s string) *node    { return &node{kind: 's', str: s} }
+func numNode(i int64) *node     { return &node{kind: 'n', num: json.Number(fmt.Sprint(i))} }
+func objNode() *node            { return &node{kind: 'o', vals: map[string]*node{}} }
 func arrNode(xs ...*node) *node { return &node{kind: 'a', items: xs} }

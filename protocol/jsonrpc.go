@@ -297,42 +297,42 @@ type reqScan struct {
 	method   member
 	params   member
 	idDup    bool
-	dupName  string   // first duplicated member name other than "id"
-	names    [][]byte // unescaped member names seen so far
-	nameSet  map[string]struct{}
+	dupName  string // first duplicated member name other than "id"
 	src      []byte
 }
 
-const linearNames = 16
+const linearNames = 8
 
-// addName records a member name and reports whether it was seen before.
-func (rs *reqScan) addName(name []byte) bool {
-	if rs.nameSet != nil {
-		if _, ok := rs.nameSet[string(name)]; ok {
+// addName records a top-level member name of the request object being scanned and reports
+// whether it was seen before. Names are compared after unescaping; a few are compared
+// linearly (no allocation), many go into a map.
+func (s *scanner) addName(name []byte) bool {
+	if s.nameSet != nil {
+		if _, ok := s.nameSet[string(name)]; ok {
 			return true
 		}
-		rs.nameSet[string(name)] = struct{}{}
+		s.nameSet[string(name)] = struct{}{}
 		return false
 	}
-	for _, n := range rs.names {
+	for _, n := range s.names {
 		if bytes.Equal(n, name) {
 			return true
 		}
 	}
-	rs.names = append(rs.names, name)
-	if len(rs.names) > linearNames {
-		rs.nameSet = make(map[string]struct{}, 2*linearNames)
-		for _, n := range rs.names {
-			rs.nameSet[string(n)] = struct{}{}
+	if len(s.names) == cap(s.names) {
+		s.nameSet = make(map[string]struct{}, 2*len(s.names)+1)
+		for _, n := range s.names {
+			s.nameSet[string(n)] = struct{}{}
 		}
-		rs.names = nil
+		s.nameSet[string(name)] = struct{}{}
+		return false
 	}
+	s.names = append(s.names, name)
 	return false
 }
 
 // record notes one top-level member of a request object.
-func (rs *reqScan) record(name []byte, value span, valueEscaped bool) {
-	dup := rs.addName(name)
+func (rs *reqScan) record(name []byte, value span, valueEscaped, dup bool) {
 	var m *member
 	switch string(name) {
 	case "jsonrpc":
@@ -433,6 +433,11 @@ type scanner struct {
 	err    string
 	errPos int
 	deep   bool // the defensive depth check tripped
+
+	// Member names of the request object being scanned, for duplicate detection.
+	nameBuf [linearNames][]byte
+	names   [][]byte
+	nameSet map[string]struct{}
 }
 
 func (s *scanner) fail(reason string) bool {
@@ -464,6 +469,7 @@ func (s *scanner) ws() {
 // element scans one request candidate enclosed by depth containers, recording its members.
 func (s *scanner) element(depth int, rs *reqScan) bool {
 	rs.src = s.data
+	s.names, s.nameSet = s.nameBuf[:0], nil
 	if s.pos < len(s.data) && s.data[s.pos] == '{' {
 		rs.isObject = true
 		return s.object(depth+1, rs)
@@ -627,7 +633,8 @@ func (s *scanner) object(depth int, rs *reqScan) bool {
 			return false
 		}
 		if rs != nil {
-			rs.record(memberName(s.data[kstart:kend], kesc), span{vstart, s.pos}, vesc)
+			name := memberName(s.data[kstart:kend], kesc)
+			rs.record(name, span{vstart, s.pos}, vesc, s.addName(name))
 		}
 		s.ws()
 		if s.pos >= len(s.data) {

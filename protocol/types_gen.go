@@ -522,10 +522,10 @@ type RunEndSignal struct {
 	//
 	// Since protocol version 16.
 	RunID string `json:"runId"`
-	// Ok is "ok": The run finished without an error.
+	// OK is "ok": The run finished without an error.
 	//
 	// Since protocol version 16.
-	Ok bool `json:"ok"`
+	OK bool `json:"ok"`
 	// Error is "error": What went wrong, when not ok. Optional.
 	//
 	// Since protocol version 16.
@@ -881,10 +881,10 @@ type SessionsResumeParams struct {
 
 // SessionsResumeResult: is defined at schema/sessions.json#/methods/sessions.resume/result.
 type SessionsResumeResult struct {
-	// Ok is "ok": True when signals holds everything after afterSeq.
+	// OK is "ok": True when signals holds everything after afterSeq.
 	//
 	// Since protocol version 16.
-	Ok bool `json:"ok"`
+	OK bool `json:"ok"`
 	// Signals is "signals": The missed signals in $seq order; present when ok. Optional.
 	//
 	// Since protocol version 16.

@@ -1,0 +1,302 @@
+// Command zidane-server is the operator binary: start the server, manage tokens.
+//
+//	zidane-server start [--listen 127.0.0.1:4380] [--data-dir DIR] [--database-url URL]
+//	                    [--workspace-root DIR]... [--allowed-origin ORIGIN]...
+//	zidane-server token create --name NAME --scope chat|admin|machine
+//	zidane-server token list
+//	zidane-server token revoke NAME
+//	zidane-server version
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/zidane-server/zidane/protocol"
+	"github.com/zidane-server/zidane/server"
+	"github.com/zidane-server/zidane/server/store"
+)
+
+func main() {
+	if err := rootCmd().Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "zidane-server:", err)
+		os.Exit(1)
+	}
+}
+
+// dbFlags are the flags that choose the database, shared by every command.
+type dbFlags struct {
+	dataDir     string
+	databaseURL string
+}
+
+func (f *dbFlags) add(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.dataDir, "data-dir", "", "data directory for the managed Postgres (default $ZIDANE_SERVER_HOME, /var/lib/zidane-server as root, else ~/.local/share/zidane-server)")
+	cmd.Flags().StringVar(&f.databaseURL, "database-url", "", "PostgreSQL URL (default $DATABASE_URL; without one, a managed local Postgres runs under the data directory)")
+}
+
+func (f *dbFlags) resolve() {
+	if f.databaseURL == "" {
+		f.databaseURL = os.Getenv("DATABASE_URL")
+	}
+	if f.dataDir == "" {
+		f.dataDir = store.DefaultDataDir()
+	}
+}
+
+// open opens the store: the given URL, the managed Postgres that a running server already
+// started under the data directory, or a managed Postgres this process starts (and stops in close).
+func (f *dbFlags) open(ctx context.Context, log *slog.Logger) (*store.Store, func(), error) {
+	f.resolve()
+	if f.databaseURL != "" {
+		st, err := store.Open(ctx, f.databaseURL, store.Options{Logger: log})
+		if err != nil {
+			return nil, nil, err
+		}
+		return st, st.Close, nil
+	}
+	if _, err := os.Stat(store.ManagedSocket(f.dataDir)); err == nil {
+		cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		st, err := store.Open(cctx, store.ManagedURL(f.dataDir), store.Options{Logger: log})
+		cancel()
+		if err == nil {
+			return st, st.Close, nil
+		}
+	}
+	m, err := store.StartManaged(ctx, f.dataDir, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := store.Open(ctx, m.URL(), store.Options{Logger: log})
+	if err != nil {
+		m.Stop()
+		return nil, nil, err
+	}
+	return st, func() { st.Close(); m.Stop() }, nil
+}
+
+func rootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "zidane-server",
+		Short:         "zidane-server hosts agents for apps speaking JSON-RPC 2.0 over one WebSocket",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(startCmd(), tokenCmd(), versionCmd())
+	return root
+}
+
+func versionCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the server and protocol versions",
+		Args:  cobra.NoArgs,
+		Run: func(cmd *cobra.Command, _ []string) {
+			fmt.Printf("zidane-server %s (protocol %d, min %d)\n", server.Version, protocol.ProtocolVersion, protocol.MinProtocolVersion)
+		},
+	}
+}
+
+func logger() *slog.Logger {
+	level := slog.LevelInfo
+	if os.Getenv("ZIDANE_DEBUG") != "" {
+		level = slog.LevelDebug
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+}
+
+func startCmd() *cobra.Command {
+	var db dbFlags
+	var listen string
+	var roots, origins []string
+	var stepDelay time.Duration
+	cmd := &cobra.Command{
+		Use:   "start",
+		Short: "Start the server (on a managed local Postgres unless --database-url or DATABASE_URL is set)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log := logger()
+			slog.SetDefault(log)
+			if env := os.Getenv("ZIDANE_SERVER_ALLOWED_ORIGINS"); env != "" {
+				for _, o := range strings.Split(env, ",") {
+					if o = strings.TrimSpace(o); o != "" {
+						origins = append(origins, o)
+					}
+				}
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			db.resolve()
+			ln, err := server.Listen(listen)
+			if err != nil {
+				return err
+			}
+			st, closeDB, err := db.open(ctx, log)
+			if err != nil {
+				ln.Close()
+				return err
+			}
+			defer closeDB()
+			cfg := server.Config{WorkspaceRoots: roots, AllowedOrigins: origins, DataDir: db.dataDir, StepDelay: stepDelay, Logger: log}
+			if db.databaseURL != "" {
+				cfg.DatabaseURL = db.databaseURL
+			}
+			srv, err := server.New(ctx, cfg, st)
+			if err != nil {
+				ln.Close()
+				return err
+			}
+			hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+			errc := make(chan error, 1)
+			go func() { errc <- hs.Serve(ln) }()
+			addr := ln.Addr().String()
+			where := "--data-dir " + db.dataDir
+			if cfg.DatabaseURL != "" {
+				where = "--database-url \"$DATABASE_URL\""
+			}
+			fmt.Printf("zidane-server %s listening on ws://%s (health: http://%s/healthz)\n", server.Version, addr, addr)
+			fmt.Printf("host %s · signal epoch %s · workspace roots %s\n", srv.HostID(), srv.Epoch(), strings.Join(srvRoots(roots), ", "))
+			fmt.Printf("mint a token:  zidane-server token create --name cli --scope chat %s\n", where)
+			fmt.Printf("then chat:     ZIDANE_URL=ws://%s ZIDANE_TOKEN=<token> zidane -c \"Say hello.\"\n", addr)
+			select {
+			case <-ctx.Done():
+			case err := <-errc:
+				if !errors.Is(err, http.ErrServerClosed) {
+					return err
+				}
+			}
+			log.Info("shutting down")
+			sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+			defer cancel()
+			srv.Shutdown(sctx)
+			hs.Shutdown(sctx)
+			log.Info("stopped")
+			return nil
+		},
+	}
+	db.add(cmd)
+	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:4380", "address to listen on (HTTP and WebSocket on one port)")
+	cmd.Flags().StringArrayVar(&roots, "workspace-root", nil, "folder sessions may work in (repeatable; default the current directory)")
+	cmd.Flags().StringArrayVar(&origins, "allowed-origin", nil, "browser origin allowed to connect, scheme://host[:port] (repeatable; also $ZIDANE_SERVER_ALLOWED_ORIGINS, comma-separated)")
+	cmd.Flags().DurationVar(&stepDelay, "scripted-step-delay", 0, "pause between the scripted provider's streamed pieces (for demos and tests)")
+	cmd.Flags().MarkHidden("scripted-step-delay")
+	return cmd
+}
+
+func srvRoots(roots []string) []string {
+	if len(roots) == 0 {
+		wd, _ := os.Getwd()
+		return []string{wd}
+	}
+	return roots
+}
+
+func tokenCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "token", Short: "Create, list and revoke access tokens"}
+	var db dbFlags
+	var name, scope string
+	create := &cobra.Command{
+		Use:   "create",
+		Short: "Create a token and print it once",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if name == "" {
+				return errors.New("--name is required")
+			}
+			if !protocol.Scope(scope).IsKnown() || scope == "none" {
+				return fmt.Errorf("--scope %q: use chat, admin or machine", scope)
+			}
+			st, closeDB, err := db.open(cmd.Context(), quietLogger())
+			if err != nil {
+				return err
+			}
+			defer closeDB()
+			plain, t, err := st.CreateToken(cmd.Context(), name, scope)
+			if errors.Is(err, store.ErrNameTaken) {
+				return fmt.Errorf("a live token named %q exists; revoke it first (zidane-server token revoke %s) or pick another --name", name, name)
+			}
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(os.Stderr, "created %s token %q; it is shown only once:\n", t.Scope, t.Name)
+			fmt.Println(plain)
+			return nil
+		},
+	}
+	db.add(create)
+	create.Flags().StringVar(&name, "name", "", "a name for the token (unique among live tokens)")
+	create.Flags().StringVar(&scope, "scope", "chat", "chat, admin or machine")
+
+	var ldb dbFlags
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List tokens (never their values)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			st, closeDB, err := ldb.open(cmd.Context(), quietLogger())
+			if err != nil {
+				return err
+			}
+			defer closeDB()
+			ts, err := st.ListTokens(cmd.Context())
+			if err != nil {
+				return err
+			}
+			tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "NAME\tSCOPE\tCREATED\tLAST USED\tREVOKED")
+			for _, t := range ts {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", t.Name, t.Scope, t.CreatedAt.Format(time.RFC3339), fmtTime(t.LastUsedAt), fmtTime(t.RevokedAt))
+			}
+			return tw.Flush()
+		},
+	}
+	ldb.add(list)
+
+	var rdb dbFlags
+	revoke := &cobra.Command{
+		Use:   "revoke NAME",
+		Short: "Revoke a live token by name",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			st, closeDB, err := rdb.open(cmd.Context(), quietLogger())
+			if err != nil {
+				return err
+			}
+			defer closeDB()
+			t, err := st.RevokeToken(cmd.Context(), args[0])
+			if errors.Is(err, store.ErrNotFound) {
+				return fmt.Errorf("no live token named %q (see zidane-server token list)", args[0])
+			}
+			if err != nil {
+				return err
+			}
+			fmt.Printf("revoked %s token %q\n", t.Scope, t.Name)
+			return nil
+		},
+	}
+	rdb.add(revoke)
+	cmd.AddCommand(create, list, revoke)
+	return cmd
+}
+
+func quietLogger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+func fmtTime(t *time.Time) string {
+	if t == nil {
+		return "-"
+	}
+	return t.Format(time.RFC3339)
+}

@@ -1,0 +1,119 @@
+package server
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"net/http"
+	"net/url"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/zidane-server/zidane/server/store"
+)
+
+func syscallEADDRINUSE() error { return syscall.EADDRINUSE }
+
+const bearerProto = "zidane.bearer."
+
+// originAllowed applies the Origin rules (seed "Connect"; field case B14): no Origin header
+// (non-browser client) passes; "null" and unlisted origins are refused; an allowlisted origin
+// must match scheme, host and port exactly; the server's own origin (Origin host equals Host)
+// is allowed.
+func (s *Server) originAllowed(r *http.Request) bool {
+	origins := r.Header.Values("Origin")
+	if len(origins) == 0 {
+		return true
+	}
+	if len(origins) > 1 {
+		return false
+	}
+	o := origins[0]
+	if o == "null" || o == "" {
+		return false
+	}
+	u, err := url.Parse(o)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") || u.Path != "" || u.RawQuery != "" {
+		return false
+	}
+	norm := normalizeOrigin(u)
+	for _, a := range s.cfg.AllowedOrigins {
+		if au, err := url.Parse(strings.TrimSpace(a)); err == nil && normalizeOrigin(au) == norm {
+			return true
+		}
+	}
+	// Same origin: the page was served by this server at the host the browser used.
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	return strings.EqualFold(u.Host, r.Host) && u.Scheme == scheme
+}
+
+func normalizeOrigin(u *url.URL) string {
+	host := strings.ToLower(u.Hostname())
+	port := u.Port()
+	if port == "" {
+		if u.Scheme == "https" {
+			port = "443"
+		} else {
+			port = "80"
+		}
+	}
+	return strings.ToLower(u.Scheme) + "://" + host + ":" + port
+}
+
+// authenticate finds the token in Authorization: Bearer or in the subprotocol
+// zidane.bearer.<token> (offered beside "zidane"), and looks it up. It returns 401 for a
+// missing, unknown or conflicting token, and 503 when the database cannot answer.
+func (s *Server) authenticate(r *http.Request) (store.Token, int) {
+	var header, proto string
+	if h := r.Header.Get("Authorization"); h != "" {
+		const p = "Bearer "
+		if len(h) <= len(p) || !strings.EqualFold(h[:len(p)], p) {
+			return store.Token{}, http.StatusUnauthorized
+		}
+		header = strings.TrimSpace(h[len(p):])
+	}
+	offeredZidane := false
+	for _, v := range r.Header.Values("Sec-WebSocket-Protocol") {
+		for _, p := range strings.Split(v, ",") {
+			p = strings.TrimSpace(p)
+			switch {
+			case p == "zidane":
+				offeredZidane = true
+			case strings.HasPrefix(p, bearerProto):
+				if proto != "" && proto != p[len(bearerProto):] {
+					return store.Token{}, http.StatusUnauthorized
+				}
+				proto = p[len(bearerProto):]
+			}
+		}
+	}
+	if proto != "" && !offeredZidane {
+		// A browser would abort an upgrade answered without a subprotocol (field case B14 b).
+		return store.Token{}, http.StatusUnauthorized
+	}
+	tok := header
+	if proto != "" {
+		if header != "" && subtle.ConstantTimeCompare([]byte(header), []byte(proto)) != 1 {
+			return store.Token{}, http.StatusUnauthorized // conflicting credentials (B14 e)
+		}
+		tok = proto
+	}
+	if tok == "" {
+		return store.Token{}, http.StatusUnauthorized
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+	defer cancel()
+	t, err := s.store.LookupToken(ctx, tok)
+	if err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return store.Token{}, http.StatusUnauthorized
+		}
+		s.log.Warn("token lookup failed", "err", err)
+		return store.Token{}, http.StatusServiceUnavailable
+	}
+	return t, 0
+}

@@ -1,0 +1,338 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"github.com/coder/websocket"
+
+	"github.com/zidane-server/zidane/protocol"
+	"github.com/zidane-server/zidane/server/store"
+)
+
+// conn is one WebSocket connection: a read loop, a writer goroutine with a bounded queue, and
+// the handshake state.
+type conn struct {
+	srv     *Server
+	ws      *websocket.Conn
+	token   store.Token
+	scope   protocol.Scope
+	log     *slog.Logger
+	ctx     context.Context // cancelled when the connection ends: cancels its queries
+	cancel  context.CancelFunc
+	helloed atomic.Bool
+	sem     chan struct{} // bounds concurrent requests
+
+	qmu      sync.Mutex
+	queue    [][]byte
+	qbytes   int
+	qwake    chan struct{}
+	closing  bool
+	closeErr error
+	wg       sync.WaitGroup
+}
+
+type connKey struct{}
+
+// connFrom returns the connection a handler runs for.
+func connFrom(ctx context.Context) *conn {
+	c, _ := ctx.Value(connKey{}).(*conn)
+	return c
+}
+
+func (s *Server) serveConn(ws *websocket.Conn, tok store.Token) {
+	ctx, cancel := context.WithCancel(s.baseCtx)
+	c := &conn{
+		srv:    s,
+		ws:     ws,
+		token:  tok,
+		scope:  protocol.Scope(tok.Scope),
+		log:    s.log.With("conn", s.connSeq.Add(1), "token", tok.Name),
+		cancel: cancel,
+		sem:    make(chan struct{}, s.cfg.Limits.ConcurrentRequests),
+		qwake:  make(chan struct{}, 1),
+	}
+	c.ctx = context.WithValue(ctx, connKey{}, c)
+	ws.SetReadLimit(s.cfg.Limits.MaxMessageBytes)
+	s.track(c, true)
+	defer s.track(c, false)
+	c.log.Debug("connected")
+	writerDone := make(chan struct{})
+	go func() { defer close(writerDone); c.writeLoop() }()
+	go c.keepalive()
+	helloTimer := time.AfterFunc(s.cfg.Limits.HelloTimeout, func() {
+		if !c.helloed.Load() {
+			c.close(websocket.StatusPolicyViolation, "no ipc.hello within the handshake timeout")
+		}
+	})
+	c.readLoop()
+	helloTimer.Stop()
+	s.hub.remove(c)
+	cancel()
+	c.wg.Wait()
+	c.close(websocket.StatusNormalClosure, "")
+	<-writerDone
+	c.log.Debug("disconnected", "reason", c.closeErr)
+}
+
+func (c *conn) readLoop() {
+	for {
+		typ, data, err := c.ws.Read(c.ctx)
+		if err != nil {
+			var ce websocket.CloseError
+			if errors.As(err, &ce) {
+				c.setCloseErr(err)
+				return
+			}
+			if websocket.CloseStatus(err) == -1 && errors.Is(err, context.Canceled) {
+				return
+			}
+			// coder/websocket closes with 1009 itself when the read limit is exceeded.
+			c.setCloseErr(err)
+			return
+		}
+		if typ != websocket.MessageText {
+			c.close(websocket.StatusUnsupportedData, "binary frames are not accepted: send JSON-RPC as text frames")
+			return
+		}
+		if !utf8.Valid(data) {
+			c.close(websocket.StatusInvalidFramePayloadData, "text frame is not valid UTF-8")
+			return
+		}
+		c.handleFrame(data)
+	}
+}
+
+func (c *conn) handleFrame(data []byte) {
+	fr := protocol.DecodeFrame(data)
+	if !fr.Batch {
+		it := fr.Items[0]
+		if it.Err != nil {
+			if it.ErrID != nil { // nil: an invalid notification, never answered (field case B04)
+				c.send(protocol.EncodeError(it.ErrID, it.Err))
+			}
+			return
+		}
+		req := it.Req
+		if !c.helloed.Load() || isHello(req) {
+			// Until the handshake completes, frames run strictly in arrival order (field case B12).
+			if resp := c.run(req); resp != nil {
+				c.send(resp)
+			}
+			return
+		}
+		c.spawn(func() {
+			if resp := c.run(req); resp != nil {
+				c.send(resp)
+			}
+		})
+		return
+	}
+	// A batch: members may run in any order; the answers go out as one array (JSON-RPC §6).
+	c.spawn(func() {
+		var out [][]byte
+		for _, it := range fr.Items {
+			if it.Err != nil {
+				if it.ErrID != nil {
+					out = append(out, protocol.EncodeError(it.ErrID, it.Err))
+				}
+				continue
+			}
+			if isHello(it.Req) {
+				if !it.Req.IsNotification() {
+					out = append(out, protocol.EncodeError(it.Req.ID, protocol.NewInvalidRequestError("Invalid Request: ipc.hello cannot be sent in a batch; send it alone as the first frame.")))
+				}
+				continue
+			}
+			if resp := c.run(it.Req); resp != nil {
+				out = append(out, resp)
+			}
+		}
+		if b := protocol.EncodeBatch(out); b != nil {
+			c.send(b)
+		}
+	})
+}
+
+func isHello(r *protocol.Request) bool { return r.Method == protocol.MethodIPCHello }
+
+// spawn runs fn with the connection's request concurrency bound; the read loop waits for a slot,
+// which is the backpressure on a client that floods requests.
+func (c *conn) spawn(fn func()) {
+	select {
+	case c.sem <- struct{}{}:
+	case <-c.ctx.Done():
+		return
+	}
+	c.wg.Add(1)
+	go func() {
+		defer func() { <-c.sem; c.wg.Done() }()
+		fn()
+	}()
+}
+
+// run executes one request and returns the encoded answer, or nil for a notification.
+func (c *conn) run(req *protocol.Request) []byte {
+	res, err := c.call(req)
+	if req.IsNotification() {
+		return nil
+	}
+	if err != nil {
+		return protocol.EncodeError(req.ID, toRPCError(err))
+	}
+	b, merr := protocol.EncodeResult(req.ID, res)
+	if merr != nil {
+		c.log.Error("encode result", "method", req.Method, "err", merr)
+		return protocol.EncodeError(req.ID, protocol.NewInternalError("The server could not encode the result."))
+	}
+	if int64(len(b)) > c.srv.cfg.Limits.MaxMessageBytes {
+		return protocol.EncodeError(req.ID, protocol.NewResponseTooLargeError(fmt.Sprintf("The answer to %s is %d bytes, over the %d-byte message limit; ask for less (a smaller limit).", req.Method, len(b), c.srv.cfg.Limits.MaxMessageBytes)))
+	}
+	return b
+}
+
+func (c *conn) call(req *protocol.Request) (res any, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			c.log.Error("handler panic", "method", req.Method, "panic", r)
+			err = protocol.NewInternalError("The server failed while handling " + req.Method + ".")
+		}
+	}()
+	m := protocol.LookupMethod(req.Method)
+	if !c.helloed.Load() && (m == nil || m.Scope != protocol.ScopeNone) {
+		return nil, protocol.NewHandshakeRequiredError("")
+	}
+	if len(req.Params) > 0 && req.Params[0] == '[' {
+		return nil, protocol.NewInvalidParamsError("params must be an object.", &protocol.InvalidParamsErrorData{Pointer: ""})
+	}
+	ctx, cancel := context.WithTimeout(c.ctx, c.srv.cfg.Limits.RequestTimeout)
+	defer cancel()
+	return protocol.Dispatch(ctx, c.srv.handlers, c.scope, req.Method, req.Params)
+}
+
+func toRPCError(err error) *protocol.Error {
+	var e *protocol.Error
+	if errors.As(err, &e) {
+		return e
+	}
+	return protocol.NewHandlerFailedError(err.Error())
+}
+
+// send queues a response; it never blocks. A full queue closes the connection with 1013.
+func (c *conn) send(frame []byte) { c.enqueue(frame) }
+
+// sendSignal queues a signal frame shared by every connection (encoded once by the hub).
+func (c *conn) sendSignal(frame []byte) { c.enqueue(frame) }
+
+func (c *conn) enqueue(frame []byte) {
+	lim := c.srv.cfg.Limits
+	c.qmu.Lock()
+	if c.closing {
+		c.qmu.Unlock()
+		return
+	}
+	if len(c.queue) >= lim.SendQueueMessages || c.qbytes+len(frame) > lim.SendQueueBytes {
+		c.qmu.Unlock()
+		c.log.Warn("send queue full: closing the slow connection", "messages", len(c.queue), "bytes", c.qbytes)
+		go c.close(websocket.StatusTryAgainLater, "send queue full: reconnect and resume")
+		return
+	}
+	c.queue = append(c.queue, frame)
+	c.qbytes += len(frame)
+	c.qmu.Unlock()
+	select {
+	case c.qwake <- struct{}{}:
+	default:
+	}
+}
+
+func (c *conn) writeLoop() {
+	for {
+		c.qmu.Lock()
+		q := c.queue
+		c.queue = nil
+		c.qbytes = 0
+		closing := c.closing
+		c.qmu.Unlock()
+		for _, frame := range q {
+			ctx, cancel := context.WithTimeout(context.Background(), c.srv.cfg.Limits.WriteTimeout)
+			err := c.ws.Write(ctx, websocket.MessageText, frame)
+			cancel()
+			if err != nil {
+				c.setCloseErr(err)
+				c.cancel()
+				go c.close(websocket.StatusTryAgainLater, "write timed out")
+				return
+			}
+		}
+		if closing && len(q) == 0 {
+			return
+		}
+		if len(q) > 0 {
+			continue
+		}
+		select {
+		case <-c.qwake:
+		case <-c.ctx.Done():
+			c.qmu.Lock()
+			if len(c.queue) == 0 {
+				c.qmu.Unlock()
+				return
+			}
+			c.qmu.Unlock()
+		}
+	}
+}
+
+func (c *conn) keepalive() {
+	t := time.NewTicker(c.srv.cfg.Limits.PingInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-t.C:
+			ctx, cancel := context.WithTimeout(c.ctx, c.srv.cfg.Limits.PongTimeout)
+			err := c.ws.Ping(ctx)
+			cancel()
+			if err != nil && c.ctx.Err() == nil {
+				c.close(websocket.StatusPolicyViolation, "no pong within the timeout")
+				return
+			}
+		}
+	}
+}
+
+func (c *conn) setCloseErr(err error) {
+	c.qmu.Lock()
+	if c.closeErr == nil {
+		c.closeErr = err
+	}
+	c.qmu.Unlock()
+}
+
+// close closes the WebSocket with a status; safe to call many times and from any goroutine.
+func (c *conn) close(code websocket.StatusCode, reason string) {
+	c.qmu.Lock()
+	if c.closing {
+		c.qmu.Unlock()
+		return
+	}
+	c.closing = true
+	c.qmu.Unlock()
+	c.cancel()
+	_ = c.ws.Close(code, reason)
+}
+
+// encodeJSON is json.Marshal for values known to encode.
+func encodeJSON(v any) json.RawMessage {
+	b, _ := json.Marshal(v)
+	return b
+}

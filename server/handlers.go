@@ -1,0 +1,345 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/zidane-server/zidane/protocol"
+	"github.com/zidane-server/zidane/server/store"
+)
+
+// handlers implements protocol.Handlers; each group's methods live on the same value.
+type handlers struct{ s *Server }
+
+type (
+	ipcHandler      struct{ s *Server }
+	daemonHandler   struct{ s *Server }
+	sessionsHandler struct{ s *Server }
+	chatHandler     struct{ s *Server }
+)
+
+// IPC returns the ipc group's handler.
+func (h *handlers) IPC() protocol.IPCHandler { return ipcHandler{h.s} }
+
+// Daemon returns the daemon group's handler.
+func (h *handlers) Daemon() protocol.DaemonHandler { return daemonHandler{h.s} }
+
+// Sessions returns the sessions group's handler.
+func (h *handlers) Sessions() protocol.SessionsHandler { return sessionsHandler{h.s} }
+
+// Chat returns the chat group's handler.
+func (h *handlers) Chat() protocol.ChatHandler { return chatHandler{h.s} }
+
+func ms(t time.Time) int64 { return t.UnixMilli() }
+
+func (s *Server) daemonInfo() protocol.DaemonInfo {
+	return protocol.DaemonInfo{
+		ProtocolVersion: protocol.ProtocolVersion, MinProtocolVersion: protocol.MinProtocolVersion,
+		AppVersion: Version, PID: int64(os.Getpid()), StartedAt: ms(s.startedAt),
+		BuildID: protocol.SchemaHash[:12], CodeVersion: Version, HostID: s.hostID,
+		HostKind: protocol.HostKindServer, HostName: s.hostName,
+	}
+}
+
+func (s *Server) adminCommands() protocol.AdminCommands {
+	where := "--data-dir " + shellQuote(s.cfg.DataDir)
+	if s.cfg.DatabaseURL != "" {
+		where = "--database-url " + shellQuote(redactURL(s.cfg.DatabaseURL))
+	}
+	return protocol.AdminCommands{
+		Token: "zidane-server token create --name admin --scope admin " + where,
+		Pair:  "zidane-server pair --scope admin " + where,
+	}
+}
+
+// Hello implements ipc.hello: version negotiation (seed "Compatibility"; field case B13).
+func (h ipcHandler) Hello(ctx context.Context, p *protocol.IPCHelloParams) (*protocol.IPCHelloResult, error) {
+	c := connFrom(ctx)
+	if c == nil {
+		return nil, errors.New("no connection")
+	}
+	if c.helloed.Load() {
+		return nil, protocol.NewHandlerFailedError("The handshake is already done on this connection; open a new connection to negotiate again.")
+	}
+	cmax := p.ProtocolVersion
+	cmin := cmax
+	if p.MinProtocolVersion != nil {
+		cmin = *p.MinProtocolVersion
+	}
+	if cmin > cmax {
+		return nil, protocol.NewInvalidParamsError(fmt.Sprintf("params/minProtocolVersion: %d is above protocolVersion %d; send a range with min ≤ max.", cmin, cmax), &protocol.InvalidParamsErrorData{Pointer: "/minProtocolVersion"})
+	}
+	smin, smax := protocol.MinProtocolVersion, protocol.ProtocolVersion
+	negotiated := min(cmax, smax)
+	if negotiated < max(cmin, smin) {
+		side := "Upgrade the client."
+		if cmin > smax {
+			side = "Upgrade the server."
+		}
+		info := h.s.daemonInfo()
+		return nil, protocol.NewVersionMismatchError(
+			fmt.Sprintf("Protocol version mismatch: the server speaks v%s, the client v%s. %s", versionRange(smin, smax), versionRange(cmin, cmax), side),
+			&protocol.VersionMismatchErrorData{Daemon: info})
+	}
+	info := h.s.daemonInfo()
+	res := &protocol.IPCHelloResult{
+		ProtocolVersion: info.ProtocolVersion, MinProtocolVersion: info.MinProtocolVersion,
+		NegotiatedProtocolVersion: negotiated, AppVersion: info.AppVersion, PID: info.PID,
+		StartedAt: info.StartedAt, BuildID: info.BuildID, CodeVersion: info.CodeVersion,
+		HostID: info.HostID, HostKind: info.HostKind, HostName: info.HostName,
+		SignalEpoch: h.s.epoch, Methods: protocol.MethodsFor(c.scope), AdminCommands: h.s.adminCommands(),
+	}
+	app := ""
+	if p.AppVersion != nil {
+		app = *p.AppVersion
+	}
+	c.log.Info("hello", "protocol", negotiated, "app", app, "scope", c.scope)
+	c.helloed.Store(true)
+	h.s.hub.add(c)
+	return res, nil
+}
+
+func versionRange(lo, hi int) string {
+	if lo == hi {
+		return fmt.Sprint(hi)
+	}
+	return fmt.Sprintf("%d–%d", lo, hi)
+}
+
+// Ping implements $/ping.
+func (h ipcHandler) Ping(ctx context.Context, _ *protocol.PingParams) (*protocol.PingResult, error) {
+	return &protocol.PingResult{Now: time.Now().UnixMilli()}, nil
+}
+
+// Info implements daemon.info.
+func (h daemonHandler) Info(ctx context.Context, _ *protocol.DaemonInfoParams) (*protocol.DaemonInfo, error) {
+	info := h.s.daemonInfo()
+	return &info, nil
+}
+
+// Shutdown implements daemon.shutdown: a server never stops on a client's word.
+func (h daemonHandler) Shutdown(ctx context.Context, _ *protocol.DaemonShutdownParams) (*protocol.DaemonShutdownResult, error) {
+	return &protocol.DaemonShutdownResult{Accepted: false}, nil
+}
+
+func (s *Server) sessionOut(x store.Session) *protocol.Session {
+	return &protocol.Session{
+		ID: x.ID, Title: x.Title, ProjectRoot: x.ProjectRoot, Cwd: x.Cwd, AgentID: x.AgentID,
+		Status: protocol.SessionStatus(x.Status), CreatedAt: ms(x.CreatedAt), UpdatedAt: ms(x.UpdatedAt),
+		Archived: x.Archived, HostID: s.hostID,
+	}
+}
+
+// storeErr turns a store error into the answer a client can act on.
+func storeErr(err error, what string) error {
+	switch {
+	case errors.Is(err, store.ErrBusy):
+		return protocol.NewHandlerFailedError("The database is busy; try again in a moment.")
+	case errors.Is(err, store.ErrUnavailable):
+		return protocol.NewHandlerFailedError("The database is unavailable; try again when the server reports ok on /healthz.")
+	case errors.Is(err, store.ErrInvalidText):
+		return protocol.NewInvalidParamsError(fmt.Sprintf("%s: text must be valid UTF-8 without NUL characters.", what), &protocol.InvalidParamsErrorData{Pointer: ""})
+	case errors.Is(err, context.Canceled):
+		return protocol.NewHandlerFailedError("The request was cancelled.")
+	}
+	return err
+}
+
+// Create implements sessions.create: cwd must lie inside a workspace root.
+func (h sessionsHandler) Create(ctx context.Context, p *protocol.SessionsCreateParams) (*protocol.Session, error) {
+	cwd := ""
+	if p.Cwd != nil {
+		cwd = *p.Cwd
+	}
+	root, dir, err := h.s.resolveCwd(cwd)
+	if err != nil {
+		return nil, err
+	}
+	title := "New session"
+	if p.Title != nil && strings.TrimSpace(*p.Title) != "" {
+		title = *p.Title
+	}
+	x, err := h.s.store.CreateSession(ctx, store.Session{Title: title, ProjectRoot: root, Cwd: dir, AgentID: "build", Status: "idle"})
+	if err != nil {
+		return nil, storeErr(err, "params/title")
+	}
+	return h.s.sessionOut(x), nil
+}
+
+func (s *Server) resolveCwd(cwd string) (root, dir string, err error) {
+	if cwd == "" {
+		return s.cfg.WorkspaceRoots[0], s.cfg.WorkspaceRoots[0], nil
+	}
+	if strings.ContainsRune(cwd, 0) {
+		return "", "", protocol.NewInvalidParamsError("params/cwd: a path cannot hold a NUL character.", &protocol.InvalidParamsErrorData{Pointer: "/cwd"})
+	}
+	if !filepath.IsAbs(cwd) {
+		cwd = filepath.Join(s.cfg.WorkspaceRoots[0], cwd)
+	}
+	d, err := filepath.EvalSymlinks(filepath.Clean(cwd))
+	if err != nil {
+		return "", "", protocol.NewHandlerFailedError(fmt.Sprintf("Folder %q does not exist; pass an existing folder inside the workspace roots (%s).", cwd, strings.Join(s.cfg.WorkspaceRoots, ", ")))
+	}
+	if fi, err := os.Stat(d); err != nil || !fi.IsDir() {
+		return "", "", protocol.NewHandlerFailedError(fmt.Sprintf("%q is not a folder; pass a folder inside the workspace roots.", cwd))
+	}
+	for _, r := range s.cfg.WorkspaceRoots {
+		if d == r || strings.HasPrefix(d, r+string(filepath.Separator)) {
+			return r, d, nil
+		}
+	}
+	return "", "", protocol.NewHandlerFailedError(fmt.Sprintf("Folder %q is outside the workspace roots (%s); pick a folder inside one of them.", cwd, strings.Join(s.cfg.WorkspaceRoots, ", ")))
+}
+
+func cleanRoots(roots []string) ([]string, error) {
+	var out []string
+	for _, r := range roots {
+		a, err := filepath.Abs(r)
+		if err != nil {
+			return nil, err
+		}
+		d, err := filepath.EvalSymlinks(a)
+		if err != nil {
+			return nil, fmt.Errorf("workspace root %q does not exist; create it or pass another --workspace-root", r)
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+// List implements sessions.list.
+func (h sessionsHandler) List(ctx context.Context, _ *protocol.SessionsListParams) (*protocol.SessionsListResult, error) {
+	xs, err := h.s.store.ListSessions(ctx)
+	if err != nil {
+		return nil, storeErr(err, "")
+	}
+	out := &protocol.SessionsListResult{Sessions: make([]protocol.Session, 0, len(xs))}
+	for _, x := range xs {
+		out.Sessions = append(out.Sessions, *h.s.sessionOut(x))
+	}
+	return out, nil
+}
+
+func (s *Server) getSession(ctx context.Context, id, hint string) (store.Session, error) {
+	x, err := s.store.GetSession(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return x, protocol.NewHandlerFailedError(fmt.Sprintf("Session %q not found. %s", id, hint))
+	}
+	if err != nil {
+		return x, storeErr(err, "")
+	}
+	return x, nil
+}
+
+// Get implements sessions.get.
+func (h sessionsHandler) Get(ctx context.Context, p *protocol.SessionsGetParams) (*protocol.Session, error) {
+	x, err := h.s.getSession(ctx, p.SessionID, "List the sessions with sessions.list.")
+	if err != nil {
+		return nil, err
+	}
+	return h.s.sessionOut(x), nil
+}
+
+// LoadEvents implements sessions.loadEvents (seed "Paging").
+func (h sessionsHandler) LoadEvents(ctx context.Context, p *protocol.SessionsLoadEventsParams) (*protocol.SessionsLoadEventsResult, error) {
+	if _, err := h.s.getSession(ctx, p.SessionID, "List the sessions with sessions.list."); err != nil {
+		return nil, err
+	}
+	h.s.writer.flushSession(ctx, p.SessionID)
+	res := &protocol.SessionsLoadEventsResult{Exact: true, Events: []protocol.StreamEvent{}}
+	var rows []store.EventRow
+	if p.Before == nil && p.Limit == nil {
+		all, err := h.s.store.LoadEvents(ctx, p.SessionID)
+		if err != nil {
+			return nil, storeErr(err, "")
+		}
+		rows = all
+	} else {
+		limit := 200
+		if p.Limit != nil {
+			limit = *p.Limit
+		}
+		page, err := h.s.store.LoadEventsPage(ctx, p.SessionID, p.Before, limit)
+		if err != nil {
+			return nil, storeErr(err, "")
+		}
+		rows = page.Events
+		res.Start = page.Start
+		if len(rows) > 0 && page.FirstTurn > 0 {
+			ft := page.FirstTurn
+			res.Cursor = &ft
+		}
+	}
+	for _, r := range rows {
+		ev, err := protocol.DecodeStreamEvent(r.Body)
+		if err != nil {
+			h.s.log.Error("stored event does not decode", "session", p.SessionID, "err", err)
+			res.Exact = false
+			continue
+		}
+		res.Events = append(res.Events, ev)
+	}
+	return res, nil
+}
+
+// Resume implements sessions.resume (seed "Reconnect and resume"; field case B19).
+func (h sessionsHandler) Resume(ctx context.Context, p *protocol.SessionsResumeParams) (*protocol.SessionsResumeResult, error) {
+	if _, err := h.s.getSession(ctx, p.SessionID, "List the sessions with sessions.list."); err != nil {
+		return nil, err
+	}
+	a := h.s.hub.replay(p.SessionID, p.Epoch, p.AfterSeq)
+	if a.ahead {
+		return nil, protocol.NewInvalidParamsError(fmt.Sprintf("params/afterSeq: %d is past the session's last $seq %d in this epoch; reload the transcript with sessions.loadEvents.", p.AfterSeq, a.last), &protocol.InvalidParamsErrorData{Pointer: "/afterSeq"})
+	}
+	if !a.ok {
+		r := a.reason
+		return &protocol.SessionsResumeResult{OK: false, Reason: &r}, nil
+	}
+	out := make([]protocol.ReplayedSignal, 0, len(a.signals))
+	for _, e := range a.signals {
+		sig, err := protocol.DecodeSignal(e.signal)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, protocol.ReplayedSignal{Seq: e.seq, Signal: sig})
+	}
+	return &protocol.SessionsResumeResult{OK: true, Signals: out}, nil
+}
+
+// Send implements chat.send: it answers once the run starts.
+func (h chatHandler) Send(ctx context.Context, p *protocol.ChatSendParams) (*protocol.ChatSendResult, error) {
+	x, err := h.s.getSession(ctx, p.SessionID, "Create the session before sending a prompt.")
+	if err != nil {
+		return nil, err
+	}
+	runID, err := h.s.runs.start(ctx, x, p.Prompt, connFrom(ctx))
+	if err != nil {
+		return nil, err
+	}
+	return &protocol.ChatSendResult{RunID: runID}, nil
+}
+
+func shellQuote(s string) string {
+	if s != "" && !strings.ContainsAny(s, " \t\n'\"\\$`!*?&;|<>(){}[]#~") {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+func redactURL(u string) string {
+	if i := strings.Index(u, "://"); i >= 0 {
+		rest := u[i+3:]
+		if at := strings.LastIndex(rest, "@"); at >= 0 {
+			cred := rest[:at]
+			if c := strings.Index(cred, ":"); c >= 0 {
+				return u[:i+3] + cred[:c] + ":***@" + rest[at+1:]
+			}
+		}
+	}
+	return u
+}

@@ -1,0 +1,252 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/zidane-server/zidane/protocol"
+	"github.com/zidane-server/zidane/server/store"
+)
+
+// runtime runs prompts: one run per session at a time (DESIGN "Agent runtime").
+type runtime struct {
+	s      *Server
+	mu     sync.Mutex
+	active map[string]*run
+	wg     sync.WaitGroup
+}
+
+type run struct {
+	id, sessionID string
+	ctx           context.Context
+	cancel        context.CancelFunc
+	done          chan struct{}
+}
+
+func newRuntime(s *Server) *runtime { return &runtime{s: s, active: map[string]*run{}} }
+
+// start begins a run and returns once run:start and the user-prompt event are queued.
+func (r *runtime) start(ctx context.Context, x store.Session, prompt string, origin *conn) (string, error) {
+	r.mu.Lock()
+	if _, busy := r.active[x.ID]; busy {
+		r.mu.Unlock()
+		return "", protocol.NewHandlerFailedError(fmt.Sprintf("Session %q is already running a prompt; wait for its run:end, then send again.", x.ID))
+	}
+	if r.s.baseCtx.Err() != nil {
+		r.mu.Unlock()
+		return "", protocol.NewHandlerFailedError("The server is shutting down; send the prompt again once it is back.")
+	}
+	runCtx, cancel := context.WithCancel(r.s.baseCtx)
+	ru := &run{id: uuid.NewString(), sessionID: x.ID, ctx: runCtx, cancel: cancel, done: make(chan struct{})}
+	r.active[x.ID] = ru
+	r.wg.Add(1)
+	r.mu.Unlock()
+
+	if err := r.s.store.SetSessionStatus(ctx, x.ID, "running"); err != nil {
+		r.finish(ru)
+		return "", storeErr(err, "")
+	}
+	r.s.hub.publish(&protocol.RunStartSignal{SessionID: x.ID, RunID: ru.id}, origin)
+	r.publishPresence()
+	userTurn := uuid.NewString()
+	r.emit(x.ID, &protocol.UserPromptEvent{Text: prompt, TurnID: userTurn}, origin)
+	go r.execute(ru, x, prompt, origin)
+	return ru.id, nil
+}
+
+func (r *runtime) finish(ru *run) {
+	r.mu.Lock()
+	delete(r.active, ru.sessionID)
+	r.mu.Unlock()
+	ru.cancel()
+	close(ru.done)
+	r.wg.Done()
+}
+
+// emit publishes an event signal and hands the event to the transcript writer.
+func (r *runtime) emit(sessionID string, ev protocol.StreamEvent, origin *conn) {
+	r.s.writer.add(sessionID, ev)
+	r.s.hub.publish(&protocol.EventSignal{SessionID: sessionID, Event: ev}, origin)
+}
+
+func (r *runtime) publishPresence() {
+	r.mu.Lock()
+	ids := make([]string, 0, len(r.active))
+	for id := range r.active {
+		ids = append(ids, id)
+	}
+	r.mu.Unlock()
+	sort.Strings(ids)
+	ps := make([]protocol.SessionPresence, 0, len(ids))
+	for _, id := range ids {
+		ps = append(ps, protocol.SessionPresence{SessionID: id, Running: true})
+	}
+	r.s.hub.publish(&protocol.PresenceChangedSignal{Sessions: ps}, nil)
+}
+
+func (r *runtime) execute(ru *run, x store.Session, prompt string, origin *conn) {
+	defer r.finish(ru)
+	started := time.Now()
+	p := scriptedProvider{delay: r.s.cfg.StepDelay}
+	sum, err := p.run(ru.ctx, prompt, func(ev protocol.StreamEvent) { r.emit(x.ID, ev, origin) },
+		func(turnID string, u protocol.Usage) {
+			r.s.writer.closeBlock(x.ID)
+			r.s.hub.publish(&protocol.TurnEndSignal{SessionID: x.ID, TurnID: turnID, Usage: u}, origin)
+		})
+	end := &protocol.RunEndSignal{SessionID: x.ID, RunID: ru.id, OK: err == nil}
+	if err != nil {
+		msg := err.Error()
+		if ru.ctx.Err() != nil {
+			msg = "The run was interrupted: the server is shutting down."
+			t := true
+			end.Interrupted = &t
+		}
+		end.Error = &msg
+		r.emit(x.ID, &protocol.ErrorEvent{Message: msg}, origin)
+	} else {
+		sum.DurationMs = time.Since(started).Milliseconds()
+		r.emit(x.ID, &protocol.RunSummaryEvent{Text: summaryLine(sum), RunSummary: sum, TurnID: p.lastTurn}, origin)
+	}
+	// The transcript is in Postgres before run:end, so a client that sees run:end can load it.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	r.s.writer.closeBlock(x.ID)
+	if ferr := r.s.writer.flush(ctx); ferr != nil {
+		r.s.log.Error("transcript flush failed", "session", x.ID, "err", ferr)
+	}
+	status := "idle"
+	if err != nil && ru.ctx.Err() == nil {
+		status = "error"
+	}
+	if serr := r.s.store.SetSessionStatus(ctx, x.ID, status); serr != nil {
+		r.s.log.Error("session status", "session", x.ID, "err", serr)
+	}
+	r.s.hub.publish(end, origin)
+	r.mu.Lock()
+	delete(r.active, ru.sessionID)
+	r.mu.Unlock()
+	r.publishPresence()
+}
+
+// interruptAll cancels every run and waits for them to end (bounded by ctx).
+func (r *runtime) interruptAll(ctx context.Context) {
+	r.mu.Lock()
+	for _, ru := range r.active {
+		ru.cancel()
+	}
+	r.mu.Unlock()
+	done := make(chan struct{})
+	go func() { r.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+}
+
+func summaryLine(s protocol.RunSummary) string {
+	d := "<1s"
+	if s.DurationMs >= 1000 {
+		d = fmt.Sprintf("%ds", s.DurationMs/1000)
+	}
+	return fmt.Sprintf("%s · %s · ↻%d · ↑%d ↓%d · %.0f tk/s", s.ModelID, d, s.Turns, s.TokensIn, s.TokensOut, s.TokensPerSecond)
+}
+
+// scriptedProvider is the deterministic, offline provider: it greets in several markdown pieces,
+// calls the lookup tool once, then answers with the tool's result.
+type scriptedProvider struct {
+	delay    time.Duration
+	lastTurn string
+}
+
+const scriptedModel = "scripted"
+
+func (p *scriptedProvider) pause(ctx context.Context) error {
+	if p.delay <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(p.delay)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func tokens(s string) int64 { return int64(len(strings.Fields(s))) + 1 }
+
+func (p *scriptedProvider) run(ctx context.Context, prompt string, emit func(protocol.StreamEvent), turnEnd func(string, protocol.Usage)) (protocol.RunSummary, error) {
+	sum := protocol.RunSummary{ModelID: scriptedModel}
+	stream := func(turnID string, pieces []string) (int64, error) {
+		var out int64
+		for _, piece := range pieces {
+			if err := p.pause(ctx); err != nil {
+				return out, err
+			}
+			emit(&protocol.MarkdownEvent{Text: piece, Streaming: true, TurnID: turnID})
+			out += tokens(piece)
+		}
+		return out, nil
+	}
+	// Turn 1: greet, then call the tool.
+	t1 := uuid.NewString()
+	first := time.Now()
+	out1, err := stream(t1, []string{"Hello! ", "Let me ", "look that up."})
+	if err != nil {
+		return sum, err
+	}
+	input, _ := json.Marshal(map[string]string{"query": prompt})
+	callID := "call_" + uuid.NewString()[:8]
+	emit(&protocol.ToolEvent{Tool: "lookup", CallID: callID, Text: fmt.Sprintf("lookup(%q)", truncate(prompt, 60)), Input: input, TurnID: t1})
+	if err := p.pause(ctx); err != nil {
+		return sum, err
+	}
+	result := lookup(prompt)
+	emit(&protocol.ToolResultEvent{Tool: "lookup", CallID: callID, Text: result, TurnID: t1})
+	in1 := tokens(prompt) + 8
+	u1 := protocol.Usage{Input: in1, Output: out1, ModelID: scriptedModel, TimeToFirstTokenMs: ptr(int64(0)), StreamDurationMs: ptr(time.Since(first).Milliseconds())}
+	turnEnd(t1, u1)
+	// Turn 2: answer with the result.
+	t2 := uuid.NewString()
+	p.lastTurn = t2
+	second := time.Now()
+	out2, err := stream(t2, []string{"The lookup ", "found: ", result})
+	if err != nil {
+		return sum, err
+	}
+	in2 := in1 + out1 + tokens(result)
+	turnEnd(t2, protocol.Usage{Input: in2, Output: out2, ModelID: scriptedModel, TimeToFirstTokenMs: ptr(int64(0)), StreamDurationMs: ptr(time.Since(second).Milliseconds())})
+	sum.Turns = 2
+	sum.TokensIn = in1 + in2
+	sum.TokensOut = out1 + out2
+	secs := time.Since(first).Seconds()
+	if secs < 0.001 {
+		secs = 0.001
+	}
+	sum.TokensPerSecond = float64(int64(float64(sum.TokensOut)/secs*10)) / 10
+	return sum, nil
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func truncate(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n]) + "…"
+}
+
+// lookup is the scripted provider's one tool: deterministic and offline.
+func lookup(query string) string {
+	n := len(strings.Fields(query))
+	return fmt.Sprintf("%d word(s) in %q; the scripted agent is ready.", n, truncate(query, 80))
+}

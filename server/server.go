@@ -1,0 +1,279 @@
+// Package server is zidane-server: HTTP and WebSocket on one port, token auth, the JSON-RPC
+// connection loop, the signal hub with its replay log, the handlers of the generated protocol
+// interfaces, and the agent runtime. It implements the protocol seed (shared/seeds/000_…).
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/google/uuid"
+
+	"github.com/zidane-server/zidane/protocol"
+	"github.com/zidane-server/zidane/server/store"
+)
+
+// Version is the server's application version, reported in hello and GET /version.
+var Version = "0.1.0-dev"
+
+// Limits are the server's documented limits (docs/security.md). Zero fields take the defaults.
+type Limits struct {
+	// MaxMessageBytes is the largest message in either direction; default 16 MiB. A larger incoming
+	// message closes the connection with 1009; a larger answer becomes ResponseTooLarge.
+	MaxMessageBytes int64
+	// ConcurrentRequests bounds the requests one connection runs at once; default 16.
+	ConcurrentRequests int
+	// HelloTimeout closes (1008) a connection that sends no ipc.hello in time; default 30 s.
+	HelloTimeout time.Duration
+	// RequestTimeout bounds one request's handler; default 60 s.
+	RequestTimeout time.Duration
+	// SendQueueMessages and SendQueueBytes bound a connection's outgoing queue; past either the
+	// connection is closed with 1013 and the client resumes. Defaults 8192 messages, 64 MiB.
+	SendQueueMessages int
+	SendQueueBytes    int
+	// WriteTimeout bounds one frame's write; default 10 s.
+	WriteTimeout time.Duration
+	// PingInterval is how often the server pings; default 25 s. PongTimeout is how long it waits
+	// for the pong; default 20 s.
+	PingInterval, PongTimeout time.Duration
+	// Replay bounds the replay log.
+	Replay ReplayLimits
+}
+
+func (l *Limits) defaults() {
+	if l.MaxMessageBytes <= 0 {
+		l.MaxMessageBytes = 16 << 20
+	}
+	if l.ConcurrentRequests <= 0 {
+		l.ConcurrentRequests = 16
+	}
+	if l.HelloTimeout <= 0 {
+		l.HelloTimeout = 30 * time.Second
+	}
+	if l.RequestTimeout <= 0 {
+		l.RequestTimeout = 60 * time.Second
+	}
+	if l.SendQueueMessages <= 0 {
+		l.SendQueueMessages = 8192
+	}
+	if l.SendQueueBytes <= 0 {
+		l.SendQueueBytes = 64 << 20
+	}
+	if l.WriteTimeout <= 0 {
+		l.WriteTimeout = 10 * time.Second
+	}
+	if l.PingInterval <= 0 {
+		l.PingInterval = 25 * time.Second
+	}
+	if l.PongTimeout <= 0 {
+		l.PongTimeout = 20 * time.Second
+	}
+	l.Replay.defaults()
+}
+
+// Config configures a Server.
+type Config struct {
+	// WorkspaceRoots are the folders sessions may work in; the first is the default cwd.
+	WorkspaceRoots []string
+	// AllowedOrigins lists browser origins (scheme://host[:port]) allowed to connect; a request
+	// without Origin (a non-browser client) or from the server's own origin is always allowed.
+	AllowedOrigins []string
+	// DataDir is shown in adminCommands so an operator can mint an admin token.
+	DataDir string
+	// DatabaseURL, when set, is passed to adminCommands instead of DataDir.
+	DatabaseURL string
+	// Limits are the server's limits.
+	Limits Limits
+	// Logger logs; default slog.Default().
+	Logger *slog.Logger
+	// StepDelay slows the scripted provider between streamed pieces (tests use it to watch a run).
+	StepDelay time.Duration
+}
+
+// Server is one zidane-server process.
+type Server struct {
+	cfg       Config
+	store     *store.Store
+	log       *slog.Logger
+	hub       *hub
+	handlers  *handlers
+	hostID    string
+	epoch     string
+	startedAt time.Time
+	hostName  string
+	baseCtx   context.Context
+	stop      context.CancelFunc
+	connSeq   atomic.Int64
+	runs      *runtime
+	writer    *transcriptWriter
+
+	connsMu sync.Mutex
+	conns   map[*conn]struct{}
+}
+
+// compile-time check that the server implements every generated handler interface.
+var _ protocol.Handlers = (*handlers)(nil)
+
+// New creates a server on an open store.
+func New(ctx context.Context, cfg Config, st *store.Store) (*Server, error) {
+	cfg.Limits.defaults()
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if len(cfg.WorkspaceRoots) == 0 {
+		wd, err := os.Getwd()
+		if err != nil {
+			return nil, err
+		}
+		cfg.WorkspaceRoots = []string{wd}
+	}
+	roots, err := cleanRoots(cfg.WorkspaceRoots)
+	if err != nil {
+		return nil, err
+	}
+	cfg.WorkspaceRoots = roots
+	hostID, err := st.HostID(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read host id: %w", err)
+	}
+	hn, _ := os.Hostname()
+	base, stop := context.WithCancel(context.Background())
+	s := &Server{
+		cfg: cfg, store: st, log: cfg.Logger, hostID: hostID, epoch: uuid.NewString(),
+		startedAt: time.Now(), hostName: hn, baseCtx: base, stop: stop, conns: map[*conn]struct{}{},
+	}
+	s.hub = newHub(s.epoch, cfg.Limits.Replay)
+	s.writer = newTranscriptWriter(st, s.log)
+	s.runs = newRuntime(s)
+	s.handlers = &handlers{s: s}
+	return s, nil
+}
+
+// HostID is the stable id of this server (kept in Postgres).
+func (s *Server) HostID() string { return s.hostID }
+
+// Epoch is this process's signalEpoch.
+func (s *Server) Epoch() string { return s.epoch }
+
+func (s *Server) track(c *conn, add bool) {
+	s.connsMu.Lock()
+	defer s.connsMu.Unlock()
+	if add {
+		s.conns[c] = struct{}{}
+	} else {
+		delete(s.conns, c)
+	}
+}
+
+// ServeHTTP answers plain HTTP (GET /healthz, /version, /protocol.json) and WebSocket upgrades
+// on any path.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if isUpgrade(r) {
+		s.upgrade(w, r)
+		return
+	}
+	switch {
+	case r.Method == http.MethodGet && r.URL.Path == "/healthz":
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if err := s.store.Ping(ctx); err != nil {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprint(w, "degraded: database unavailable")
+			return
+		}
+		fmt.Fprint(w, "ok")
+	case r.Method == http.MethodGet && r.URL.Path == "/version":
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(map[string]any{
+			"appVersion": Version, "protocolVersion": protocol.ProtocolVersion,
+			"minProtocolVersion": protocol.MinProtocolVersion, "schemaHash": protocol.SchemaHash,
+		})
+	case r.Method == http.MethodGet && r.URL.Path == "/protocol.json":
+		w.Header().Set("Content-Type", "application/schema+json")
+		w.Write(protocol.BundledSchema)
+	default:
+		http.Error(w, "Not found. Connect a WebSocket to this port, or GET /healthz, /version, /protocol.json.", http.StatusNotFound)
+	}
+}
+
+func isUpgrade(r *http.Request) bool {
+	return strings.EqualFold(r.Header.Get("Upgrade"), "websocket") && headerHasToken(r.Header, "Connection", "upgrade")
+}
+
+func headerHasToken(h http.Header, name, token string) bool {
+	for _, v := range h.Values(name) {
+		for _, p := range strings.Split(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(p), token) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (s *Server) upgrade(w http.ResponseWriter, r *http.Request) {
+	if !s.originAllowed(r) {
+		http.Error(w, "Forbidden: origin not allowed", http.StatusForbidden)
+		return
+	}
+	tok, status := s.authenticate(r)
+	if status != 0 {
+		msg := "Unauthorized"
+		if status == http.StatusServiceUnavailable {
+			msg = "Service Unavailable: the database is not reachable; try again shortly"
+		}
+		http.Error(w, msg, status)
+		return
+	}
+	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{
+		Subprotocols:       []string{"zidane"},
+		InsecureSkipVerify: true, // the origin was checked above, exactly
+		CompressionMode:    websocket.CompressionDisabled,
+	})
+	if err != nil {
+		return
+	}
+	s.serveConn(ws, tok)
+}
+
+// Shutdown closes every connection with 1001, waits for runs to end as interrupted (bounded by
+// ctx), and flushes the transcripts.
+func (s *Server) Shutdown(ctx context.Context) {
+	s.runs.interruptAll(ctx)
+	s.writer.flush(ctx)
+	s.connsMu.Lock()
+	cs := make([]*conn, 0, len(s.conns))
+	for c := range s.conns {
+		cs = append(cs, c)
+	}
+	s.connsMu.Unlock()
+	for _, c := range cs {
+		c.close(websocket.StatusGoingAway, "server shutting down")
+	}
+	s.stop()
+	s.writer.close()
+}
+
+// Listen opens the TCP listener; a clear error names the address in use.
+func Listen(addr string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		if errors.Is(err, syscallEADDRINUSE()) {
+			return nil, fmt.Errorf("listen on %s: the address is in use; stop the other server or pass --listen with another port", addr)
+		}
+		return nil, fmt.Errorf("listen on %s: %w", addr, err)
+	}
+	return ln, nil
+}

@@ -1,0 +1,153 @@
+package store_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/zidane-server/zidane/server/store"
+)
+
+// shortTempDir returns a new short temp dir (unix socket paths are limited)
+// that an unprivileged user may traverse, removed at cleanup.
+func shortTempDir(t *testing.T) string {
+	t.Helper()
+	d, err := os.MkdirTemp("", "ztm-")
+	require.NoError(t, err)
+	require.NoError(t, os.Chmod(d, 0o711))
+	t.Cleanup(func() { _ = os.RemoveAll(d) })
+	return d
+}
+
+func TestManagedStartStopRestartKeepsData(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := filepath.Join(shortTempDir(t), "data")
+
+	m, err := store.StartManaged(ctx, dir, quiet)
+	require.NoError(t, err)
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped {
+			_ = m.Stop()
+		}
+	})
+	assert.Contains(t, m.URL(), "host="+strings.ReplaceAll(filepath.Join(dir, "run"), "/", "%2F"))
+	assert.FileExists(t, filepath.Join(dir, "postgres", "PG_VERSION"))
+	fi, err := os.Stat(filepath.Join(dir, "run", ".s.PGSQL.5432"))
+	require.NoError(t, err)
+	assert.Equal(t, os.ModeSocket, fi.Mode().Type())
+
+	if os.Geteuid() == 0 {
+		// PostgreSQL refuses root: it must run as an unprivileged user.
+		pidLine, err := os.ReadFile(filepath.Join(dir, "postgres", "postmaster.pid"))
+		require.NoError(t, err)
+		pid, _, _ := strings.Cut(string(pidLine), "\n")
+		pfi, err := os.Stat("/proc/" + pid)
+		require.NoError(t, err)
+		assert.NotEqual(t, uint32(0), pfi.Sys().(*syscall.Stat_t).Uid, "postgres runs unprivileged")
+	}
+
+	c, err := pgx.Connect(ctx, m.URL())
+	require.NoError(t, err)
+	var listen, user, enc string
+	require.NoError(t, c.QueryRow(ctx, `SELECT current_setting('listen_addresses'), current_user, pg_encoding_to_char(encoding) FROM pg_database WHERE datname = current_database()`).Scan(&listen, &user, &enc))
+	c.Close(ctx)
+	assert.Equal(t, "", listen, "no TCP listener")
+	assert.Equal(t, "zidane", user)
+	assert.Equal(t, "UTF8", enc)
+
+	s, err := store.Open(ctx, m.URL(), store.Options{Logger: quiet})
+	require.NoError(t, err)
+	sess, err := s.CreateSession(ctx, store.Session{Title: "persist me"})
+	require.NoError(t, err)
+	host, err := s.HostID(ctx)
+	require.NoError(t, err)
+	s.Close()
+
+	// A second server on the same data directory is refused.
+	_, err = store.StartManaged(ctx, dir, quiet)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "already running")
+
+	require.NoError(t, m.Stop())
+	require.NoError(t, m.Stop(), "Stop is idempotent")
+	stopped = true
+	assert.NoFileExists(t, filepath.Join(dir, "postgres", "postmaster.pid"))
+
+	// A stale postmaster.pid (process gone) does not prevent a start.
+	stale := "2147483646\n" + filepath.Join(dir, "postgres") + "\n"
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "postgres", "postmaster.pid"), []byte(stale), 0o600))
+
+	m2, err := store.StartManaged(ctx, dir, quiet)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, m2.Stop()) }()
+	s, err = store.Open(ctx, m2.URL(), store.Options{Logger: quiet})
+	require.NoError(t, err)
+	defer s.Close()
+	got, err := s.GetSession(ctx, sess.ID)
+	require.NoError(t, err)
+	assert.Equal(t, "persist me", got.Title)
+	host2, err := s.HostID(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, host, host2)
+}
+
+func TestManagedMissingBinaries(t *testing.T) {
+	t.Setenv("PATH", "")
+	defer store.SetPGBinGlob(filepath.Join(t.TempDir(), "nonexistent", "*", "bin"))()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err := store.StartManaged(ctx, shortTempDir(t), quiet)
+	require.ErrorIs(t, err, store.ErrPostgresNotFound)
+	assert.Contains(t, err.Error(), "not found")
+	assert.Contains(t, err.Error(), "apt-get install postgresql")
+	assert.Contains(t, err.Error(), "DATABASE_URL")
+}
+
+func TestManagedSocketPathTooLong(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(shortTempDir(t), strings.Repeat("d", 100))
+	_, err := store.StartManaged(context.Background(), dir, quiet)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "too long")
+	assert.Contains(t, err.Error(), filepath.Join(dir, "run"))
+}
+
+func TestManagedRootBlockedParent(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("only meaningful as root")
+	}
+	t.Parallel()
+	blocked, err := os.MkdirTemp("", "ztb-")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = os.RemoveAll(blocked) })
+	require.NoError(t, os.Chmod(blocked, 0o700))
+
+	_, err = store.StartManaged(context.Background(), filepath.Join(blocked, "data"), quiet)
+	require.Error(t, err)
+	msg := err.Error()
+	assert.Contains(t, msg, "cannot enter "+blocked+" ")
+	assert.Contains(t, msg, "--data-dir /var/lib/zidane-server")
+	assert.NoDirExists(t, filepath.Join(blocked, "data", "postgres"), "nothing initialised")
+}
+
+func TestDefaultDataDir(t *testing.T) {
+	t.Setenv("ZIDANE_SERVER_HOME", "/srv/zs")
+	assert.Equal(t, "/srv/zs", store.DefaultDataDir())
+	t.Setenv("ZIDANE_SERVER_HOME", "")
+	t.Setenv("XDG_DATA_HOME", "/xdg")
+	if os.Geteuid() == 0 {
+		assert.Equal(t, "/var/lib/zidane-server", store.DefaultDataDir())
+	} else {
+		assert.Equal(t, "/xdg/zidane-server", store.DefaultDataDir())
+	}
+}

@@ -1,0 +1,234 @@
+// Package store is zidane-server's persistence layer: PostgreSQL through
+// pgx/v5 and pgxpool, with embedded SQL migrations run by pressly/goose at
+// Open. It holds the host identity, API tokens, sessions and session
+// transcripts (events). See managed.go for the managed local PostgreSQL used
+// when no DATABASE_URL is configured.
+package store
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/lock"
+)
+
+//go:embed migrations/*.sql
+var migrationsFS embed.FS
+
+// Errors returned by the store. Test them with errors.Is; most are wrapped
+// with context.
+var (
+	// ErrNotFound: the requested row does not exist (or, for tokens, is
+	// revoked). Malformed ids (e.g. a non-UUID session id) also give it.
+	ErrNotFound = errors.New("store: not found")
+	// ErrBusy: the database is saturated — no pooled connection became free
+	// (or the statement did not finish) within Options.QueryTimeout.
+	ErrBusy = errors.New("store: database busy")
+	// ErrUnavailable: a connection to the database could not be established.
+	ErrUnavailable = errors.New("store: database unavailable")
+	// ErrNameTaken: a live (non-revoked) token already has that name.
+	ErrNameTaken = errors.New("store: token name already in use")
+	// ErrInvalidScope: a token scope other than chat, admin or machine.
+	ErrInvalidScope = errors.New("store: invalid token scope")
+	// ErrInvalidText: a string for a TEXT column is not valid UTF-8 or
+	// contains a NUL byte, which PostgreSQL cannot store. The error names the
+	// field.
+	ErrInvalidText = errors.New("store: invalid text (not UTF-8 or contains NUL)")
+)
+
+// Options tunes Open. The zero value is valid.
+type Options struct {
+	// MaxConns is the pool size; 0 means 16.
+	MaxConns int32
+	// QueryTimeout bounds every store call, including the wait for a pooled
+	// connection (exceeding that gives ErrBusy); it is also set as the
+	// server-side statement_timeout. 0 means 10s.
+	QueryTimeout time.Duration
+	// Logger receives migration and pool messages; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Store is a handle on the zidane database. It is safe for concurrent use.
+type Store struct {
+	pool    *pgxpool.Pool
+	timeout time.Duration
+	log     *slog.Logger
+}
+
+// Open connects to databaseURL (a postgres:// URL or key=value DSN), checks
+// the connection (ErrUnavailable if it cannot connect), applies pending
+// embedded migrations and returns the store. Close it when done.
+func Open(ctx context.Context, databaseURL string, opts Options) (*Store, error) {
+	if opts.MaxConns <= 0 {
+		opts.MaxConns = 16
+	}
+	if opts.QueryTimeout <= 0 {
+		opts.QueryTimeout = 10 * time.Second
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	cfg, err := pgxpool.ParseConfig(databaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("store: parse database URL: %w", err)
+	}
+	cfg.MaxConns = opts.MaxConns
+	if cfg.ConnConfig.RuntimeParams == nil {
+		cfg.ConnConfig.RuntimeParams = map[string]string{}
+	}
+	cfg.ConnConfig.RuntimeParams["statement_timeout"] = strconv.FormatInt(opts.QueryTimeout.Milliseconds(), 10)
+	if cfg.ConnConfig.ConnectTimeout == 0 || cfg.ConnConfig.ConnectTimeout > opts.QueryTimeout {
+		cfg.ConnConfig.ConnectTimeout = opts.QueryTimeout
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	s := &Store{pool: pool, timeout: opts.QueryTimeout, log: opts.Logger}
+	if err := s.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	if err := s.migrate(ctx); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Store) migrate(ctx context.Context) error {
+	sub, err := fs.Sub(migrationsFS, "migrations")
+	if err != nil {
+		return fmt.Errorf("store: migrations: %w", err)
+	}
+	db := stdlib.OpenDBFromPool(s.pool)
+	defer db.Close()
+	locker, err := lock.NewPostgresSessionLocker()
+	if err != nil {
+		return fmt.Errorf("store: migrations: %w", err)
+	}
+	p, err := goose.NewProvider(goose.DialectPostgres, db, sub,
+		goose.WithSessionLocker(locker), goose.WithDisableGlobalRegistry(true))
+	if err != nil {
+		return fmt.Errorf("store: migrations: %w", err)
+	}
+	res, err := p.Up(ctx)
+	if err != nil {
+		return fmt.Errorf("store: run migrations: %w", err)
+	}
+	for _, r := range res {
+		s.log.Info("store: applied migration", "file", r.Source.Path, "duration", r.Duration)
+	}
+	return nil
+}
+
+// Close closes all pooled connections. The store must not be used afterwards.
+func (s *Store) Close() { s.pool.Close() }
+
+// Ping checks that a connection can be acquired and used within the query
+// timeout. Errors: ErrUnavailable, ErrBusy.
+func (s *Store) Ping(ctx context.Context) error {
+	return s.withConn(ctx, "ping", func(ctx context.Context, c *pgxpool.Conn) error {
+		return c.Ping(ctx)
+	})
+}
+
+// withConn runs fn with a pooled connection under the store's timeout and
+// maps errors to the package's sentinel errors.
+func (s *Store) withConn(ctx context.Context, op string, fn func(ctx context.Context, c *pgxpool.Conn) error) error {
+	parent := ctx
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	c, err := s.pool.Acquire(ctx)
+	if err != nil {
+		var ce *pgconn.ConnectError
+		switch {
+		case errors.As(err, &ce):
+			return fmt.Errorf("%s: %w: %w", op, ErrUnavailable, err)
+		case errors.Is(err, context.DeadlineExceeded):
+			// Our timeout or the caller's deadline expired while waiting.
+			return fmt.Errorf("%s: %w: no connection became free: %w", op, ErrBusy, err)
+		case parent.Err() != nil:
+			return fmt.Errorf("%s: %w", op, parent.Err())
+		default:
+			return fmt.Errorf("%s: %w: %w", op, ErrUnavailable, err)
+		}
+	}
+	defer c.Release()
+	err = fn(ctx, c)
+	if err == nil {
+		return nil
+	}
+	return s.mapErr(parent, op, err)
+}
+
+func (s *Store) mapErr(parent context.Context, op string, err error) error {
+	if errors.Is(err, ErrNotFound) || errors.Is(err, ErrInvalidText) || errors.Is(err, ErrNameTaken) ||
+		errors.Is(err, ErrInvalidScope) || errors.Is(err, ErrBusy) || errors.Is(err, ErrUnavailable) {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("%s: %w", op, ErrNotFound)
+	}
+	if parent.Err() != nil {
+		return fmt.Errorf("%s: %w", op, parent.Err())
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch pe.Code {
+		case "57014": // query_canceled (statement_timeout)
+			return fmt.Errorf("%s: %w: %w", op, ErrBusy, err)
+		case "22021": // character_not_in_repertoire
+			return fmt.Errorf("%s: %w: %w", op, ErrInvalidText, err)
+		case "P0002": // no_data_found raised by append_events
+			return fmt.Errorf("%s: %w", op, ErrNotFound)
+		}
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%s: %w: %w", op, ErrBusy, err)
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}
+
+// checkText returns ErrInvalidText naming field if v cannot be stored in a
+// PostgreSQL TEXT column.
+func checkText(field, v string) error {
+	if !utf8.ValidString(v) {
+		return fmt.Errorf("%w: %s is not valid UTF-8", ErrInvalidText, field)
+	}
+	if strings.IndexByte(v, 0) >= 0 {
+		return fmt.Errorf("%w: %s contains a NUL byte", ErrInvalidText, field)
+	}
+	return nil
+}
+
+// HostID returns this host's identity: a UUID string created once (by the
+// first migration, or on first call) and stable across restarts.
+func (s *Store) HostID(ctx context.Context) (string, error) {
+	var id string
+	err := s.withConn(ctx, "host id", func(ctx context.Context, c *pgxpool.Conn) error {
+		return c.QueryRow(ctx, `
+			WITH ins AS (
+				INSERT INTO host_meta (host_id) VALUES (gen_random_uuid())
+				ON CONFLICT DO NOTHING RETURNING host_id
+			)
+			SELECT host_id::text FROM ins
+			UNION ALL
+			SELECT host_id::text FROM host_meta
+			LIMIT 1`).Scan(&id)
+	})
+	return id, err
+}

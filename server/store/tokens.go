@@ -1,0 +1,158 @@
+package store
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// TokenPrefix starts every plaintext API token.
+const TokenPrefix = "zds_"
+
+// Token scopes accepted by CreateToken.
+const (
+	ScopeChat    = "chat"
+	ScopeAdmin   = "admin"
+	ScopeMachine = "machine"
+)
+
+// Token is an API token's metadata; the plaintext is never stored.
+type Token struct {
+	ID         string // UUID
+	Name       string // unique among live tokens
+	Scope      string // ScopeChat, ScopeAdmin or ScopeMachine
+	CreatedAt  time.Time
+	LastUsedAt *time.Time // nil if never used; updated at most once a minute
+	RevokedAt  *time.Time // nil while live
+}
+
+const tokenCols = `id::text, name, scope, created_at, last_used_at, revoked_at`
+
+func scanToken(row pgx.Row) (Token, error) {
+	var t Token
+	err := row.Scan(&t.ID, &t.Name, &t.Scope, &t.CreatedAt, &t.LastUsedAt, &t.RevokedAt)
+	return t, err
+}
+
+func hashToken(plaintext string) []byte {
+	h := sha256.Sum256([]byte(plaintext))
+	return h[:]
+}
+
+// CreateToken creates a token and returns its plaintext ("zds_" followed by
+// 43 base64url characters encoding 32 random bytes) — shown once, only its
+// SHA-256 is stored. Errors: ErrNameTaken if a live token has that name,
+// ErrInvalidScope, ErrInvalidText, or an error for an empty name.
+func (s *Store) CreateToken(ctx context.Context, name, scope string) (string, Token, error) {
+	if name == "" {
+		return "", Token{}, errors.New("create token: empty name")
+	}
+	if err := checkText("token name", name); err != nil {
+		return "", Token{}, fmt.Errorf("create token: %w", err)
+	}
+	switch scope {
+	case ScopeChat, ScopeAdmin, ScopeMachine:
+	default:
+		return "", Token{}, fmt.Errorf("create token: %w %q (want chat, admin or machine)", ErrInvalidScope, scope)
+	}
+	var raw [32]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return "", Token{}, fmt.Errorf("create token: %w", err)
+	}
+	plaintext := TokenPrefix + base64.RawURLEncoding.EncodeToString(raw[:])
+	var t Token
+	err := s.withConn(ctx, "create token", func(ctx context.Context, c *pgxpool.Conn) error {
+		var err error
+		t, err = scanToken(c.QueryRow(ctx,
+			`INSERT INTO tokens (id, name, scope, hash) VALUES ($1, $2, $3, $4) RETURNING `+tokenCols,
+			uuid.New(), name, scope, hashToken(plaintext)))
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == "tokens_live_name_key" {
+			return fmt.Errorf("%w: %q", ErrNameTaken, name)
+		}
+		return err
+	})
+	if err != nil {
+		return "", Token{}, err
+	}
+	return plaintext, t, nil
+}
+
+// LookupToken returns the live token whose plaintext is given. Unknown,
+// malformed or revoked tokens give ErrNotFound. It records last_used_at (at
+// most one write per token per minute).
+func (s *Store) LookupToken(ctx context.Context, plaintext string) (Token, error) {
+	if !strings.HasPrefix(plaintext, TokenPrefix) {
+		return Token{}, fmt.Errorf("lookup token: %w", ErrNotFound)
+	}
+	want := hashToken(plaintext)
+	var t Token
+	err := s.withConn(ctx, "lookup token", func(ctx context.Context, c *pgxpool.Conn) error {
+		var hash []byte
+		err := c.QueryRow(ctx, `
+			WITH t AS (
+				SELECT * FROM tokens WHERE hash = $1 AND revoked_at IS NULL
+			), u AS (
+				UPDATE tokens SET last_used_at = now()
+				 WHERE id IN (SELECT id FROM t)
+				   AND (last_used_at IS NULL OR last_used_at < now() - interval '1 minute')
+				RETURNING id, last_used_at
+			)
+			SELECT t.hash, t.id::text, t.name, t.scope, t.created_at,
+			       coalesce(u.last_used_at, t.last_used_at), t.revoked_at
+			  FROM t LEFT JOIN u ON u.id = t.id`, want).
+			Scan(&hash, &t.ID, &t.Name, &t.Scope, &t.CreatedAt, &t.LastUsedAt, &t.RevokedAt)
+		if err != nil {
+			return err
+		}
+		if subtle.ConstantTimeCompare(hash, want) != 1 {
+			return ErrNotFound
+		}
+		return nil
+	})
+	if err != nil {
+		return Token{}, err
+	}
+	return t, nil
+}
+
+// ListTokens returns all tokens, live and revoked, oldest first.
+func (s *Store) ListTokens(ctx context.Context) ([]Token, error) {
+	var out []Token
+	err := s.withConn(ctx, "list tokens", func(ctx context.Context, c *pgxpool.Conn) error {
+		rows, err := c.Query(ctx, `SELECT `+tokenCols+` FROM tokens ORDER BY created_at, id`)
+		if err != nil {
+			return err
+		}
+		out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Token, error) { return scanToken(r) })
+		return err
+	})
+	return out, err
+}
+
+// RevokeToken revokes the live token called name and returns it (RevokedAt
+// set). ErrNotFound if no live token has that name.
+func (s *Store) RevokeToken(ctx context.Context, name string) (Token, error) {
+	if err := checkText("token name", name); err != nil {
+		return Token{}, fmt.Errorf("revoke token: %w", err)
+	}
+	var t Token
+	err := s.withConn(ctx, "revoke token", func(ctx context.Context, c *pgxpool.Conn) error {
+		var err error
+		t, err = scanToken(c.QueryRow(ctx,
+			`UPDATE tokens SET revoked_at = now() WHERE name = $1 AND revoked_at IS NULL RETURNING `+tokenCols, name))
+		return err
+	})
+	return t, err
+}
