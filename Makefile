@@ -1,0 +1,43 @@
+# zidane-server: `make run` starts the server on a managed local Postgres; `make test` runs every test.
+SHELL := /bin/bash
+GO ?= go
+LISTEN ?= 127.0.0.1:4380
+
+.PHONY: all generate check-generated build run test test-go test-ts fuzz bench bootstrap release-schema clean
+
+all: build
+
+## generate: rewrite every generated file from schema/
+generate:
+	$(GO) run ./gen
+
+## check-generated: fail, naming the files, when generated files drift from schema/
+check-generated:
+	$(GO) run ./gen -check
+
+## build: build bin/zidane-server and bin/zidane
+build:
+	$(GO) build -o bin/ ./cmd/zidane-server ./cmd/zidane
+
+## run: build and start the server on its embedded default (a managed local Postgres)
+run: build
+	@scripts/bootstrap.sh --server
+	bin/zidane-server start --listen $(LISTEN)
+
+## test: every test, the drift check and the TypeScript type-check
+test:
+	scripts/test.sh
+
+## fuzz: run each fuzz target for FUZZTIME (default 30s)
+fuzz:
+	scripts/fuzz.sh $${FUZZTIME:-30s}
+
+## bench: benchmarks with ratios against their baselines
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./protocol/ ./server/...
+
+bootstrap:
+	scripts/bootstrap.sh --all
+
+clean:
+	rm -rf bin sdk-ts/node_modules

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The one test command (`make test`): drift check, vet, every Go test against a real Postgres
+# (DATABASE_URL when set, else a managed local Postgres), and the TypeScript checks.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/bootstrap.sh --all
+
+echo "== generated files match schema/"
+go run ./gen -check
+
+echo "== go vet"
+go vet ./...
+
+echo "== go test"
+go test -count=1 -timeout 15m ./...
+
+if [ -f sdk-ts/package.json ]; then
+  echo "== sdk-ts"
+  (cd sdk-ts && npm test --silent)
+fi
+
+if [ "${CI:-}" = "true" ]; then
+  echo "== make generate leaves the tree clean"
+  go run ./gen >/dev/null
+  if [ -n "$(git status --porcelain)" ]; then
+    git status --porcelain
+    echo "generated files changed: run make generate and commit" >&2
+    exit 1
+  fi
+fi
