@@ -382,6 +382,9 @@ func (l *loader) typ(n *node, fn, where, name string, named bool) *Type {
 						l.fail(pw, "members %q and %q both map to the Go field %s; set x-go-name on one", other.Name, k, gn)
 					}
 				}
+				if pt.Nullable && !contains(req, k) {
+					l.fail(pw, "member %q is optional and nullable: absent and null would be two states Go cannot tell apart; make it required and nullable, or optional", k)
+				}
 				t.Props = append(t.Props, &Prop{Name: k, GoName: gn, T: pt, Required: contains(req, k)})
 			}
 		}

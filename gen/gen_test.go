@@ -1,0 +1,259 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files of gen/testdata")
+
+const metaDir = "../schema/meta"
+
+func loadFixture(t *testing.T, name string) map[string][]byte {
+	t.Helper()
+	files, err := readSchemaFiles(filepath.Join("testdata", "fixtures", name, "schema"))
+	require.NoError(t, err)
+	return files
+}
+
+func generateFiles(t *testing.T, files map[string][]byte) map[string][]byte {
+	t.Helper()
+	p, err := LoadFiles(files, metaDir)
+	require.NoError(t, err)
+	out, err := GoFiles(p)
+	require.NoError(t, err)
+	out["sdk-ts/src/protocol.ts"] = TSFile(p)
+	out["docs/protocol.md"] = MarkdownFile(p)
+	return out
+}
+
+// TestGeneratedFilesUpToDate is the drift gate inside `go test ./...`: it regenerates from
+// schema/ in memory and compares the file set and the bytes with the committed files.
+func TestGeneratedFilesUpToDate(t *testing.T) {
+	files, err := Generate("../schema")
+	require.NoError(t, err)
+	drift := Drift("..", files)
+	if len(drift) > 0 {
+		t.Fatalf("generated files drift from schema/; run `make generate` and commit:\n  %s", strings.Join(drift, "\n  "))
+	}
+}
+
+// TestDeterministic: two runs give identical bytes (field case B27).
+func TestDeterministic(t *testing.T) {
+	a, err := Generate("../schema")
+	require.NoError(t, err)
+	for i := 0; i < 3; i++ {
+		b, err := Generate("../schema")
+		require.NoError(t, err)
+		require.Equal(t, len(a), len(b))
+		for k := range a {
+			require.True(t, bytes.Equal(a[k], b[k]), "%s differs between runs", k)
+		}
+	}
+}
+
+// TestGolden compares the fixture outputs with gen/testdata/fixtures/*/golden (go test ./gen -update rewrites them).
+func TestGolden(t *testing.T) {
+	for _, name := range []string{"full"} {
+		t.Run(name, func(t *testing.T) {
+			out := generateFiles(t, loadFixture(t, name))
+			dir := filepath.Join("testdata", "fixtures", name, "golden")
+			for path, b := range out {
+				gp := filepath.Join(dir, strings.ReplaceAll(path, "/", "__"))
+				if *update {
+					require.NoError(t, os.MkdirAll(dir, 0o755))
+					require.NoError(t, os.WriteFile(gp, b, 0o644))
+					continue
+				}
+				want, err := os.ReadFile(gp)
+				require.NoError(t, err, "golden file missing: run go test ./gen -run TestGolden -update")
+				assert.Equal(t, string(want), string(b), "%s differs from %s", path, gp)
+			}
+		})
+	}
+}
+
+// TestGoldenGoCompilesAndRoundTrips builds the fixture's generated protocol package together with
+// the handwritten JSON-RPC core, and runs a round-trip program against it: unions, unknown kinds,
+// required lists as [], the field states.
+func TestGoldenGoCompilesAndRoundTrips(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a module")
+	}
+	out := generateFiles(t, loadFixture(t, "full"))
+	root, err := filepath.Abs("..")
+	require.NoError(t, err)
+	dir, err := os.MkdirTemp(root, ".tmp-golden-")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	pkg := filepath.Join(dir, "protocol")
+	require.NoError(t, os.MkdirAll(pkg, 0o755))
+	for path, b := range out {
+		if strings.HasPrefix(path, "protocol/") {
+			require.NoError(t, os.WriteFile(filepath.Join(pkg, filepath.Base(path)), b, 0o644))
+		}
+	}
+	hand, _ := filepath.Glob(filepath.Join(root, "protocol", "*.go"))
+	for _, h := range hand {
+		if strings.HasSuffix(h, "_gen.go") || strings.HasSuffix(h, "_test.go") {
+			continue
+		}
+		b, err := os.ReadFile(h)
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(pkg, filepath.Base(h)), b, 0o644))
+	}
+	rel, _ := filepath.Rel(root, pkg)
+	imp := modulePath + "/" + filepath.ToSlash(rel)
+	prog := `package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+
+	p "` + imp + `"
+)
+
+func must(err error) { if err != nil { fmt.Println("FAIL", err); os.Exit(1) } }
+
+func main() {
+	// Required list encodes [], nil optional list is absent, required nullable encodes null.
+	b, err := json.Marshal(p.ThingsPutParams{ID: "a"})
+	must(err)
+	fmt.Println(string(b))
+	// A known union kind decodes into its struct; an unknown kind round-trips byte for byte.
+	s, err := p.DecodeShape([]byte(` + "`" + `{"kind":"square","side":2,"inner":{"kind":"circle","radius":1}}` + "`" + `))
+	must(err)
+	sq := s.(*p.Square)
+	fmt.Println(sq.Side, sq.Inner.(*p.Circle).Radius)
+	raw := []byte(` + "`" + `{"kind":"hexagon","sides":6, "x":[1,2]}` + "`" + `)
+	u, err := p.DecodeShape(raw)
+	must(err)
+	enc, err := json.Marshal(u)
+	must(err)
+	var compact bytes.Buffer
+	must(json.Compact(&compact, raw))
+	fmt.Println(u.ShapeKind(), string(u.(*p.UnknownShape).Raw) == string(raw), string(enc) == compact.String())
+	// A known kind with a bad body is an error.
+	if _, err := p.DecodeShape([]byte(` + "`" + `{"kind":"circle","radius":"big"}` + "`" + `)); err == nil { fmt.Println("FAIL bad body decoded"); os.Exit(1) }
+	// Variant encodes kind first.
+	c, _ := json.Marshal(&p.Circle{Radius: 3})
+	fmt.Println(string(c))
+	// Enums are open.
+	fmt.Println(p.OpLess.IsKnown(), p.Op("~=").IsKnown(), p.UnitMillihertz, p.UnitMegahertz)
+	// Signal union with a session signal.
+	sig, err := p.DecodeSignal([]byte(` + "`" + `{"kind":"thing:changed","sessionId":"s1","shape":{"kind":"circle","radius":2}}` + "`" + `))
+	must(err)
+	fmt.Println(sig.(*p.ThingChangedSignal).SessionKey(), sig.(*p.ThingChangedSignal).Shape.ShapeKind())
+}
+`
+	mainDir := filepath.Join(dir, "prog")
+	require.NoError(t, os.MkdirAll(mainDir, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(mainDir, "main.go"), []byte(prog), 0o644))
+	cmd := exec.Command("go", "run", "./"+filepath.ToSlash(mustRel(t, root, mainDir)))
+	cmd.Dir = root
+	got, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", got)
+	want := `{"id":"a","cursor":null,"tags":[]}
+2 1
+hexagon true true
+{"kind":"circle","radius":3}
+true false mHz MHz
+s1 circle
+`
+	assert.Equal(t, want, string(got))
+}
+
+func mustRel(t *testing.T, base, p string) string {
+	r, err := filepath.Rel(base, p)
+	require.NoError(t, err)
+	return r
+}
+
+// edit returns the fixture with one file changed by fn (on the decoded JSON).
+func edit(t *testing.T, file string, fn func(m map[string]any)) map[string][]byte {
+	files := loadFixture(t, "full")
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(files[file], &m))
+	fn(m)
+	b, err := json.Marshal(m)
+	require.NoError(t, err)
+	files[file] = b
+	return files
+}
+
+func obj(m map[string]any, path ...string) map[string]any {
+	for _, k := range path {
+		m = m[k].(map[string]any)
+	}
+	return m
+}
+
+// TestBadSchemas: each bad schema fails with its precise message, naming the file and pointer.
+func TestBadSchemas(t *testing.T) {
+	cases := []struct {
+		name string
+		fn   func(m map[string]any)
+		want string
+	}{
+		{"unknown key", func(m map[string]any) { obj(m, "methods", "things.put")["colour"] = "red" }, "schema/things.json#/methods/things.put: additionalProperties 'colour' not allowed"},
+		{"dangling ref", func(m map[string]any) { obj(m, "$defs", "Tree", "properties", "parent")["$ref"] = "#/$defs/Nope" }, `schema/things.json#/$defs/Tree/properties/parent: dangling $ref "#/$defs/Nope": schema/things.json has no $defs/Nope`},
+		{"ref into missing file", func(m map[string]any) { obj(m, "$defs", "Tree", "properties", "parent")["$ref"] = "nofile.json#/$defs/Tree" }, `points into schema/nofile.json, which does not exist`},
+		{"variant without kind", func(m map[string]any) {
+			c := obj(m, "$defs", "Circle")
+			delete(obj(c, "properties"), "kind")
+			c["required"] = []any{"radius"}
+		}, "union variant Circle of Shape needs a required member \"kind\" with a const value"},
+		{"duplicate kind", func(m map[string]any) { obj(m, "$defs", "Square", "properties", "kind")["const"] = "circle" }, `variants Circle and Square share the kind "circle"`},
+		{"missing since on a field", func(m map[string]any) { delete(obj(m, "$defs", "Tree", "properties", "id"), "since") }, "schema/things.json#/$defs/Tree/properties/id: missing since"},
+		{"missing since on a method", func(m map[string]any) { delete(obj(m, "methods", "things.put"), "since") }, "schema/things.json#/methods/things.put: missing properties: 'since'"},
+		{"enum collision", func(m map[string]any) { delete(obj(m, "$defs", "Unit"), "x-enum-names") }, `enum values "mHz" and "MHz" both map to the identifier UnitMHz`},
+		{"enum punctuation", func(m map[string]any) { delete(obj(m, "$defs", "Op"), "x-enum-names") }, `enum value "<" has no letters or digits`},
+		{"unused x-enum-names", func(m map[string]any) { obj(m, "$defs", "Op", "x-enum-names")["=~"] = "Match" }, `x-enum-names names "=~", which is not an enum value`},
+		{"int64", func(m map[string]any) { obj(m, "methods", "things.put", "params", "properties", "count")["format"] = "int64" }, "integer format int64 can exceed 2^53-1"},
+		{"integer without format", func(m map[string]any) { delete(obj(m, "methods", "things.put", "params", "properties", "count"), "format") }, "integer without a format"},
+		{"field name collision", func(m map[string]any) {
+			obj(m, "$defs", "Tree", "properties")["ID"] = map[string]any{"type": "string", "since": 1}
+		}, `both map to the Go field ID`},
+		{"type name collision", func(m map[string]any) {
+			obj(m, "$defs")["ThingsPutParams"] = map[string]any{"type": "object", "since": 1, "description": "clash", "properties": map[string]any{}}
+		}, "generated name ThingsPutParams collides"},
+		{"optional nullable", func(m map[string]any) {
+			obj(m, "methods", "things.put", "params", "properties", "note")["type"] = []any{"string", "null"}
+		}, `member "note" is optional and nullable`},
+		{"unknown error", func(m map[string]any) { obj(m, "methods", "things.put")["errors"] = []any{"Nope"} }, `unknown error "Nope"`},
+		{"unknown scope", func(m map[string]any) { obj(m, "methods", "things.put")["scope"] = "root" }, `unknown scope "root"`},
+		{"redundant x-go-name", func(m map[string]any) { obj(m, "methods", "things.put")["x-go-name"] = "ThingsPut" }, `x-go-name "ThingsPut" equals the mechanical name`},
+		{"inline union", func(m map[string]any) {
+			obj(m, "methods", "things.put", "params", "properties")["shape2"] = map[string]any{"since": 1, "oneOf": []any{map[string]any{"$ref": "#/$defs/Circle"}}}
+		}, "a union (oneOf) must be a named type under $defs"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := LoadFiles(edit(t, "things.json", c.fn), metaDir)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), c.want)
+		})
+	}
+}
+
+func TestNames(t *testing.T) {
+	for in, want := range map[string]string{
+		"sessions.create": "SessionsCreate", "sessions.loadEvents": "SessionsLoadEvents", "ipc.hello": "IPCHello",
+		"$/ping": "Ping", "sessionId": "SessionID", "$seq": "Seq", "run:start": "RunStart", "tool-result": "ToolResult",
+		"hostId": "HostID", "timeToFirstTokenMs": "TimeToFirstTokenMs", "baseURL": "BaseURL", "pid": "PID", "ok": "OK",
+		"<": "", "mHz": "MHz", "2fa": "N2fa",
+	} {
+		assert.Equal(t, want, goName(in), in)
+	}
+}
