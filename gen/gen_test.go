@@ -208,7 +208,9 @@ func TestBadSchemas(t *testing.T) {
 	}{
 		{"unknown key", func(m map[string]any) { obj(m, "methods", "things.put")["colour"] = "red" }, "schema/things.json#/methods/things.put: additionalProperties 'colour' not allowed"},
 		{"dangling ref", func(m map[string]any) { obj(m, "$defs", "Tree", "properties", "parent")["$ref"] = "#/$defs/Nope" }, `schema/things.json#/$defs/Tree/properties/parent: dangling $ref "#/$defs/Nope": schema/things.json has no $defs/Nope`},
-		{"ref into missing file", func(m map[string]any) { obj(m, "$defs", "Tree", "properties", "parent")["$ref"] = "nofile.json#/$defs/Tree" }, `points into schema/nofile.json, which does not exist`},
+		{"ref into missing file", func(m map[string]any) {
+			obj(m, "$defs", "Tree", "properties", "parent")["$ref"] = "nofile.json#/$defs/Tree"
+		}, `points into schema/nofile.json, which does not exist`},
 		{"variant without kind", func(m map[string]any) {
 			c := obj(m, "$defs", "Circle")
 			delete(obj(c, "properties"), "kind")
@@ -220,8 +222,12 @@ func TestBadSchemas(t *testing.T) {
 		{"enum collision", func(m map[string]any) { delete(obj(m, "$defs", "Unit"), "x-enum-names") }, `enum values "mHz" and "MHz" both map to the identifier UnitMHz`},
 		{"enum punctuation", func(m map[string]any) { delete(obj(m, "$defs", "Op"), "x-enum-names") }, `enum value "<" has no letters or digits`},
 		{"unused x-enum-names", func(m map[string]any) { obj(m, "$defs", "Op", "x-enum-names")["=~"] = "Match" }, `x-enum-names names "=~", which is not an enum value`},
-		{"int64", func(m map[string]any) { obj(m, "methods", "things.put", "params", "properties", "count")["format"] = "int64" }, "integer format int64 can exceed 2^53-1"},
-		{"integer without format", func(m map[string]any) { delete(obj(m, "methods", "things.put", "params", "properties", "count"), "format") }, "integer without a format"},
+		{"int64", func(m map[string]any) {
+			obj(m, "methods", "things.put", "params", "properties", "count")["format"] = "int64"
+		}, "integer format int64 can exceed 2^53-1"},
+		{"integer without format", func(m map[string]any) {
+			delete(obj(m, "methods", "things.put", "params", "properties", "count"), "format")
+		}, "integer without a format"},
 		{"field name collision", func(m map[string]any) {
 			obj(m, "$defs", "Tree", "properties")["ID"] = map[string]any{"type": "string", "since": 1}
 		}, `both map to the Go field ID`},
