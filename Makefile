@@ -36,6 +36,10 @@ fuzz:
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./protocol/ ./server/...
 
+## release-schema: snapshot the bundled schema as schema/releases/v<protocolVersion>.json
+release-schema:
+	$(GO) run ./gen -release
+
 bootstrap:
 	scripts/bootstrap.sh --all
 

@@ -263,3 +263,87 @@ func TestNames(t *testing.T) {
 		assert.Equal(t, want, goName(in), in)
 	}
 }
+
+// TestBreakingChanges: each kind of break is caught, an additive change passes, and a bumped
+// protocolVersion allows breaks.
+func TestBreakingChanges(t *testing.T) {
+	base := loadFixture(t, "full")
+	p, err := LoadFiles(base, metaDir)
+	require.NoError(t, err)
+	old := p.Bundle
+	check := func(t *testing.T, files map[string][]byte) []string {
+		p, err := LoadFiles(files, metaDir)
+		require.NoError(t, err)
+		out, err := Breaking(old, p.Bundle)
+		require.NoError(t, err)
+		return out
+	}
+	cases := []struct {
+		name string
+		fn   func(m map[string]any)
+		want string
+	}{
+		{"removed method", func(m map[string]any) { delete(obj(m, "methods"), "things.clear") }, "method things.clear was removed"},
+		{"removed signal", func(m map[string]any) { delete(m, "signals") }, "signal thing:changed was removed"},
+		{"removed field", func(m map[string]any) { delete(obj(m, "$defs", "Tree", "properties"), "parent") }, "type Tree: field parent was removed"},
+		{"renamed field", func(m map[string]any) {
+			ps := obj(m, "$defs", "Tree", "properties")
+			ps["identifier"] = ps["id"]
+			delete(ps, "id")
+			obj(m, "$defs", "Tree")["required"] = []any{"identifier", "children"}
+		}, "type Tree: field id was removed"},
+		{"removed enum value", func(m map[string]any) {
+			u := obj(m, "$defs", "Unit")
+			u["enum"] = []any{"mHz"}
+			u["x-enum-names"] = map[string]any{"mHz": "Millihertz"}
+		}, "type Unit: enum value MHz was removed"},
+		{"changed type", func(m map[string]any) {
+			obj(m, "methods", "things.put", "params", "properties", "ratio")["type"] = "string"
+		}, "method things.put params.ratio: type changed from number to string"},
+		{"new required param", func(m map[string]any) {
+			prm := obj(m, "methods", "things.put", "params")
+			prm["required"] = []any{"id", "cursor", "tags", "note"}
+		}, "method things.put params: note is a new required param"},
+		{"removed type", func(m map[string]any) {
+			delete(obj(m, "$defs"), "Unit")
+			delete(obj(m, "methods", "things.put", "params", "properties"), "unit")
+		}, "type Unit was removed"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			out := check(t, edit(t, "things.json", c.fn))
+			assert.Contains(t, strings.Join(out, "\n"), c.want)
+		})
+	}
+	t.Run("additive change passes", func(t *testing.T) {
+		out := check(t, edit(t, "things.json", func(m map[string]any) {
+			obj(m, "$defs", "Tree", "properties")["label"] = map[string]any{"type": "string", "since": 16, "description": "new"}
+			obj(m, "methods")["things.count"] = map[string]any{"summary": "Counts.", "description": "", "scope": "chat", "since": 16,
+				"params": map[string]any{"type": "object", "properties": map[string]any{}},
+				"result": map[string]any{"type": "object", "properties": map[string]any{}}, "errors": []any{}}
+			u := obj(m, "$defs", "Unit")
+			u["enum"] = []any{"mHz", "MHz", "GHz"}
+			obj(u, "x-enum-names")["GHz"] = "Gigahertz"
+		}))
+		assert.Empty(t, out)
+	})
+	t.Run("bumped version allows breaks", func(t *testing.T) {
+		files := edit(t, "things.json", func(m map[string]any) { delete(obj(m, "methods"), "things.clear") })
+		var pm map[string]any
+		require.NoError(t, json.Unmarshal(files["protocol.json"], &pm))
+		pm["protocolVersion"] = 17
+		b, _ := json.Marshal(pm)
+		files["protocol.json"] = b
+		assert.Empty(t, check(t, files))
+	})
+}
+
+// TestNoBreakingChangeAgainstRelease runs the gate over the real schema.
+func TestNoBreakingChangeAgainstRelease(t *testing.T) {
+	files, err := Generate("../schema")
+	require.NoError(t, err)
+	breaks, snap, err := checkBreaking("../schema", files["protocol/bundle_gen.json"])
+	require.NoError(t, err)
+	require.NotEmpty(t, snap, "schema/releases has no snapshot; run make release-schema")
+	require.Empty(t, breaks, "breaking changes against %s; bump protocolVersion or undo them", snap)
+}

@@ -20,8 +20,26 @@ import (
 
 func main() {
 	root := flag.String("root", ".", "repository root")
-	check := flag.Bool("check", false, "compare instead of writing; exit 1 on drift")
+	check := flag.Bool("check", false, "compare instead of writing; exit 1 on drift or on a breaking change")
+	release := flag.Bool("release", false, "snapshot the bundled schema as schema/releases/v<protocolVersion>.json")
 	flag.Parse()
+	if *release {
+		p, err := Load(filepath.Join(*root, "schema"))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "zidane-gen:", err)
+			os.Exit(1)
+		}
+		path := releasePath(filepath.Join(*root, "schema"), p.Version)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err == nil {
+			err = os.WriteFile(path, p.Bundle, 0o644)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "zidane-gen:", err)
+			os.Exit(1)
+		}
+		fmt.Println("wrote", path)
+		return
+	}
 	files, err := Generate(filepath.Join(*root, "schema"))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "zidane-gen:", err)
@@ -36,7 +54,19 @@ func main() {
 			}
 			os.Exit(1)
 		}
-		fmt.Printf("zidane-gen: %d generated files match schema/\n", len(files))
+		breaks, snap, err := checkBreaking(filepath.Join(*root, "schema"), files["protocol/bundle_gen.json"])
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "zidane-gen:", err)
+			os.Exit(1)
+		}
+		if len(breaks) > 0 {
+			fmt.Fprintf(os.Stderr, "zidane-gen: breaking changes against the released schema %s; bump protocolVersion in schema/protocol.json or undo them:\n", snap)
+			for _, b := range breaks {
+				fmt.Fprintln(os.Stderr, "  "+b)
+			}
+			os.Exit(1)
+		}
+		fmt.Printf("zidane-gen: %d generated files match schema/; no breaking change against the last release\n", len(files))
 		return
 	}
 	for _, name := range sortedKeys(files) {
