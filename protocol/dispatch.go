@@ -61,7 +61,9 @@ func errNotOffered(method string) error {
 }
 
 // Dispatch runs one request for a connection of the given scope: it finds the method
-// (MethodNotFound), checks the scope (Forbidden, naming the scope needed), decodes and validates
+// (MethodNotFound), checks the connection kind (WrongConnectionKind when a client calls a
+// machine-only method or a machine calls a client method), checks the scope (Forbidden, naming
+// the scope needed), decodes and validates
 // the params against the schema (InvalidParams with the JSON pointer in the message and
 // data.pointer), then calls the handler. A handler error that is not an *Error becomes
 // HandlerFailed with its text.
@@ -69,6 +71,12 @@ func Dispatch(ctx context.Context, h Handlers, scope Scope, method string, param
 	m := LookupMethod(method)
 	if m == nil {
 		return nil, errNotOffered(method)
+	}
+	if m.Scope != ScopeNone && (m.Scope == ScopeMachine) != (scope == ScopeMachine) {
+		if m.Scope == ScopeMachine {
+			return nil, NewWrongConnectionKindError(fmt.Sprintf("%q needs a machine connection (a machine-scoped token); this is a client connection.", method))
+		}
+		return nil, NewWrongConnectionKindError(fmt.Sprintf("%q needs a client connection (a chat or admin token); this is a machine connection.", method))
 	}
 	if !scope.Allows(m.Scope) {
 		return nil, NewForbiddenError(fmt.Sprintf("%q needs a %s token; this connection's token has scope %s.", method, m.Scope, scope), &ForbiddenErrorData{Needed: string(m.Scope), Scope: string(scope)})

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/zidane-server/zidane/protocol"
 	"github.com/zidane-server/zidane/server/store"
 )
@@ -342,4 +344,19 @@ func redactURL(u string) string {
 		}
 	}
 	return u
+}
+
+type machineHandler struct{ s *Server }
+
+// Machine returns the machine group's handler.
+func (h *handlers) Machine() protocol.MachineHandler { return machineHandler{h.s} }
+
+// Register implements machine.register: the registration lasts while the connection is open.
+func (h machineHandler) Register(ctx context.Context, p *protocol.MachineRegisterParams) (*protocol.MachineRegisterResult, error) {
+	c := connFrom(ctx)
+	id := uuid.NewString()
+	if c != nil {
+		c.log.Info("machine registered", "machine", p.Name, "id", id)
+	}
+	return &protocol.MachineRegisterResult{MachineID: id}, nil
 }
