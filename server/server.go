@@ -157,7 +157,24 @@ func New(ctx context.Context, cfg Config, st *store.Store) (*Server, error) {
 	s.writer = newTranscriptWriter(st, s.log)
 	s.runs = newRuntime(s)
 	s.handlers = &handlers{s: s}
+	go st.ListenTokenRevocations(base, time.Second, s.closeTokenConns)
 	return s, nil
+}
+
+// closeTokenConns closes, with 1008, every connection authenticated by a revoked token.
+func (s *Server) closeTokenConns(tokenID string) {
+	s.connsMu.Lock()
+	var hit []*conn
+	for c := range s.conns {
+		if c.token.ID == tokenID {
+			hit = append(hit, c)
+		}
+	}
+	s.connsMu.Unlock()
+	for _, c := range hit {
+		c.log.Info("token revoked: closing the connection")
+		c.close(websocket.StatusPolicyViolation, "token revoked")
+	}
 }
 
 // HostID is the stable id of this server (kept in Postgres).

@@ -152,7 +152,52 @@ func (s *Store) RevokeToken(ctx context.Context, name string) (Token, error) {
 		var err error
 		t, err = scanToken(c.QueryRow(ctx,
 			`UPDATE tokens SET revoked_at = now() WHERE name = $1 AND revoked_at IS NULL RETURNING `+tokenCols, name))
+		if err != nil {
+			return err
+		}
+		// Tell running servers, so they close the token's connections (ListenTokenRevocations).
+		_, err = c.Exec(ctx, `SELECT pg_notify($1, $2)`, revokeChannel, t.ID)
 		return err
 	})
 	return t, err
+}
+
+const revokeChannel = "zidane_token_revoked"
+
+// ListenTokenRevocations calls fn with the id of every token revoked by any process (the
+// `zidane-server token revoke` command included), until ctx ends. It holds one pooled connection
+// with LISTEN and reconnects after a failure, waiting retry between attempts.
+func (s *Store) ListenTokenRevocations(ctx context.Context, retry time.Duration, fn func(tokenID string)) {
+	for ctx.Err() == nil {
+		err := s.listenOnce(ctx, fn)
+		if ctx.Err() != nil {
+			return
+		}
+		s.log.Warn("store: token revocation listener stopped; retrying", "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(retry):
+		}
+	}
+}
+
+func (s *Store) listenOnce(ctx context.Context, fn func(string)) error {
+	c, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Release()
+	if _, err := c.Exec(ctx, "LISTEN "+revokeChannel); err != nil {
+		return err
+	}
+	for {
+		n, err := c.Conn().WaitForNotification(ctx)
+		if err != nil {
+			// The connection may be mid-wait; do not hand it back to the pool.
+			c.Conn().Close(context.Background())
+			return err
+		}
+		fn(n.Payload)
+	}
 }
