@@ -117,6 +117,7 @@ type Server struct {
 	connSeq   atomic.Int64
 	runs      *runtime
 	writer    *transcriptWriter
+	pairs     *pairLimiter
 
 	connsMu sync.Mutex
 	conns   map[*conn]struct{}
@@ -154,6 +155,7 @@ func New(ctx context.Context, cfg Config, st *store.Store) (*Server, error) {
 		startedAt: time.Now(), hostName: hn, baseCtx: base, stop: stop, conns: map[*conn]struct{}{},
 	}
 	s.hub = newHub(s.epoch, cfg.Limits.Replay)
+	s.pairs = newPairLimiter()
 	s.writer = newTranscriptWriter(st, s.log)
 	s.runs = newRuntime(s)
 	s.handlers = &handlers{s: s}
@@ -217,12 +219,22 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			"appVersion": Version, "protocolVersion": protocol.ProtocolVersion,
 			"minProtocolVersion": protocol.MinProtocolVersion, "schemaHash": protocol.SchemaHash,
 		})
+	case r.URL.Path == "/zidane/pair":
+		s.servePair(w, r)
 	case r.Method == http.MethodGet && r.URL.Path == "/protocol.json":
 		w.Header().Set("Content-Type", "application/schema+json")
 		w.Write(protocol.BundledSchema)
 	default:
-		http.Error(w, "Not found. Connect a WebSocket to this port, or GET /healthz, /version, /protocol.json.", http.StatusNotFound)
+		plainText(w, http.StatusNotFound, "Not found. Connect a WebSocket to this port, or GET /healthz, /version, /protocol.json.")
 	}
+}
+
+// plainText answers a refusal with exactly msg as the body (the seed's captured answers).
+func plainText(w http.ResponseWriter, status int, msg string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	w.Write([]byte(msg))
 }
 
 func isUpgrade(r *http.Request) bool {
@@ -242,7 +254,7 @@ func headerHasToken(h http.Header, name, token string) bool {
 
 func (s *Server) upgrade(w http.ResponseWriter, r *http.Request) {
 	if !s.originAllowed(r) {
-		http.Error(w, "Forbidden: origin not allowed", http.StatusForbidden)
+		plainText(w, http.StatusForbidden, "Forbidden: origin not allowed")
 		return
 	}
 	tok, status := s.authenticate(r)
@@ -251,7 +263,7 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request) {
 		if status == http.StatusServiceUnavailable {
 			msg = "Service Unavailable: the database is not reachable; try again shortly"
 		}
-		http.Error(w, msg, status)
+		plainText(w, status, msg)
 		return
 	}
 	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{

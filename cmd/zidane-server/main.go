@@ -5,6 +5,7 @@
 //	zidane-server token create --name NAME --scope chat|admin|machine
 //	zidane-server token list
 //	zidane-server token revoke NAME
+//	zidane-server pair --scope chat|admin [--ttl 10m]
 //	zidane-server version
 package main
 
@@ -93,7 +94,7 @@ func rootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(startCmd(), tokenCmd(), versionCmd())
+	root.AddCommand(startCmd(), tokenCmd(), pairCmd(), versionCmd())
 	return root
 }
 
@@ -287,6 +288,39 @@ func tokenCmd() *cobra.Command {
 	}
 	rdb.add(revoke)
 	cmd.AddCommand(create, list, revoke)
+	return cmd
+}
+
+func pairCmd() *cobra.Command {
+	var db dbFlags
+	var scope string
+	var ttl time.Duration
+	cmd := &cobra.Command{
+		Use:   "pair",
+		Short: "Print a single-use pairing code that an app trades for a token at POST /zidane/pair",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if scope != "chat" && scope != "admin" && scope != "machine" {
+				return fmt.Errorf("--scope %q: use chat, admin or machine", scope)
+			}
+			st, closeDB, err := db.open(cmd.Context(), quietLogger())
+			if err != nil {
+				return err
+			}
+			defer closeDB()
+			code, exp, err := st.CreatePairingCode(cmd.Context(), scope, ttl)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(os.Stderr, "%s pairing code, single use, valid until %s:\n", scope, exp.Format(time.Kitchen))
+			fmt.Println(code)
+			fmt.Fprintf(os.Stderr, "redeem: curl -X POST http://<server>/zidane/pair -d '{\"code\":\"%s\",\"name\":\"my-laptop\"}'\n", code)
+			return nil
+		},
+	}
+	db.add(cmd)
+	cmd.Flags().StringVar(&scope, "scope", "chat", "scope of the token the code trades for: chat, admin or machine")
+	cmd.Flags().DurationVar(&ttl, "ttl", 10*time.Minute, "how long the code is valid (at most 24h)")
 	return cmd
 }
 

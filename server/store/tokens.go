@@ -45,6 +45,9 @@ func scanToken(row pgx.Row) (Token, error) {
 	return t, err
 }
 
+// encodeToken is base64url without padding: valid in a WebSocket subprotocol (RFC 7230 token).
+func encodeToken(raw []byte) string { return base64.RawURLEncoding.EncodeToString(raw) }
+
 func hashToken(plaintext string) []byte {
 	h := sha256.Sum256([]byte(plaintext))
 	return h[:]
@@ -70,7 +73,7 @@ func (s *Store) CreateToken(ctx context.Context, name, scope string) (string, To
 	if _, err := rand.Read(raw[:]); err != nil {
 		return "", Token{}, fmt.Errorf("create token: %w", err)
 	}
-	plaintext := TokenPrefix + base64.RawURLEncoding.EncodeToString(raw[:])
+	plaintext := TokenPrefix + encodeToken(raw[:])
 	var t Token
 	err := s.withConn(ctx, "create token", func(ctx context.Context, c *pgxpool.Conn) error {
 		var err error

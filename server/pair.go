@@ -1,0 +1,184 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/zidane-server/zidane/server/store"
+)
+
+// Pairing limits: after pairSlowAfter wrong codes from one address within pairWindow each further
+// answer is delayed by a second more (at most pairMaxDelay); at pairBlockAfter the address gets
+// 429 until pairBlockFor has passed.
+const (
+	pairWindow     = 10 * time.Minute
+	pairSlowAfter  = 3
+	pairMaxDelay   = 5 * time.Second
+	pairBlockAfter = 10
+	pairBlockFor   = 15 * time.Minute
+	pairMaxTracked = 10000
+	pairBodyLimit  = 4 << 10
+)
+
+type pairAttempts struct {
+	fails        int
+	first        time.Time
+	blockedUntil time.Time
+}
+
+// pairLimiter counts wrong pairing codes per remote address.
+type pairLimiter struct {
+	mu   sync.Mutex
+	byIP map[string]*pairAttempts
+	now  func() time.Time
+	unit time.Duration // the delay step: a second (tests shorten it)
+}
+
+func newPairLimiter() *pairLimiter {
+	return &pairLimiter{byIP: map[string]*pairAttempts{}, now: time.Now, unit: time.Second}
+}
+
+// check returns how long the address is still blocked (0 when it may try).
+func (l *pairLimiter) check(ip string) time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	a := l.byIP[ip]
+	if a == nil {
+		return 0
+	}
+	if d := a.blockedUntil.Sub(l.now()); d > 0 {
+		return d
+	}
+	return 0
+}
+
+// fail records a wrong code and returns the delay to apply before answering.
+func (l *pairLimiter) fail(ip string) time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.now()
+	a := l.byIP[ip]
+	if a == nil || now.Sub(a.first) > pairWindow {
+		if a == nil && len(l.byIP) >= pairMaxTracked {
+			for k, v := range l.byIP { // drop an entry that is no longer blocked
+				if v.blockedUntil.Before(now) {
+					delete(l.byIP, k)
+					break
+				}
+			}
+		}
+		a = &pairAttempts{first: now}
+		l.byIP[ip] = a
+	}
+	a.fails++
+	if a.fails >= pairBlockAfter {
+		a.blockedUntil = now.Add(pairBlockFor)
+	}
+	if a.fails <= pairSlowAfter {
+		return 0
+	}
+	d := time.Duration(a.fails-pairSlowAfter) * l.unit
+	if d > pairMaxDelay*l.unit/time.Second {
+		d = pairMaxDelay * l.unit / time.Second
+	}
+	return d
+}
+
+func (l *pairLimiter) success(ip string) {
+	l.mu.Lock()
+	delete(l.byIP, ip)
+	l.mu.Unlock()
+}
+
+type pairRequest struct {
+	Code string `json:"code"`
+	Name string `json:"name"`
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(v)
+}
+
+func pairError(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, map[string]string{"error": msg})
+}
+
+// servePair implements POST /zidane/pair {code, name} → {token, scope} (seed "HTTP on the same
+// port"): single-use codes, stored hashed, expiring; wrong codes from one address are slowed,
+// then refused with 429.
+func (s *Server) servePair(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", "POST")
+		pairError(w, http.StatusMethodNotAllowed, "POST a JSON body {\"code\": \"XXXX-XXXX\", \"name\": \"my-laptop\"}.")
+		return
+	}
+	if !s.originAllowed(r) {
+		plainText(w, http.StatusForbidden, "Forbidden: origin not allowed")
+		return
+	}
+	ip := remoteIP(r)
+	if d := s.pairs.check(ip); d > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(int(d.Seconds())+1))
+		pairError(w, http.StatusTooManyRequests, "Too many wrong pairing codes from this address; try again later.")
+		return
+	}
+	var req pairRequest
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, pairBodyLimit))
+	if err := dec.Decode(&req); err != nil || dec.More() {
+		pairError(w, http.StatusBadRequest, "The body must be one JSON object {\"code\": \"XXXX-XXXX\", \"name\": \"my-laptop\"}.")
+		return
+	}
+	req.Name = strings.TrimSpace(req.Name)
+	if req.Code == "" || req.Name == "" || len(req.Name) > 200 {
+		pairError(w, http.StatusBadRequest, "Both code and name are required (name: at most 200 characters).")
+		return
+	}
+	if len(store.NormalizePairCode(req.Code)) != store.PairCodeLength {
+		s.pairFailed(w, ip)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+	defer cancel()
+	plain, tok, err := s.store.RedeemPairingCode(ctx, req.Code, req.Name)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		s.pairFailed(w, ip)
+	case errors.Is(err, store.ErrNameTaken):
+		pairError(w, http.StatusConflict, fmt.Sprintf("A token named %q exists; pick another name.", req.Name))
+	case errors.Is(err, store.ErrInvalidText):
+		pairError(w, http.StatusBadRequest, "The name must be valid UTF-8 without NUL characters.")
+	case err != nil:
+		s.log.Warn("pairing failed", "err", err)
+		pairError(w, http.StatusServiceUnavailable, "The database is unavailable; try again shortly.")
+	default:
+		s.pairs.success(ip)
+		s.log.Info("paired", "token", tok.Name, "scope", tok.Scope, "from", ip)
+		writeJSON(w, http.StatusOK, map[string]string{"token": plain, "scope": tok.Scope})
+	}
+}
+
+func (s *Server) pairFailed(w http.ResponseWriter, ip string) {
+	if d := s.pairs.fail(ip); d > 0 {
+		time.Sleep(d)
+	}
+	pairError(w, http.StatusUnauthorized, "Unknown, used or expired pairing code. Ask the operator for a new one (zidane-server pair).")
+}
+
+func remoteIP(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}

@@ -1,0 +1,97 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/zidane-server/zidane/server/store/storetest"
+)
+
+func TestPairingOverHTTP(t *testing.T) {
+	st := storetest.New(t)
+	srv, err := New(context.Background(), Config{WorkspaceRoots: []string{t.TempDir()}}, st)
+	require.NoError(t, err)
+	t.Cleanup(func() { srv.Shutdown(context.Background()) })
+	srv.pairs.unit = time.Millisecond
+	hs := httptest.NewServer(srv)
+	t.Cleanup(hs.Close)
+
+	post := func(body string, hdr ...string) (int, map[string]string, http.Header) {
+		req, _ := http.NewRequest(http.MethodPost, hs.URL+"/zidane/pair", bytes.NewBufferString(body))
+		for i := 0; i+1 < len(hdr); i += 2 {
+			req.Header.Set(hdr[i], hdr[i+1])
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		var out map[string]string
+		json.NewDecoder(resp.Body).Decode(&out)
+		return resp.StatusCode, out, resp.Header
+	}
+	ctx := context.Background()
+	code, _, err := st.CreatePairingCode(ctx, "chat", time.Minute)
+	require.NoError(t, err)
+
+	status, out, _ := post(`{"code":"` + code + `","name":"phone"}`)
+	require.Equal(t, http.StatusOK, status, out)
+	assert.Equal(t, "chat", out["scope"])
+	tok, err := st.LookupToken(ctx, out["token"])
+	require.NoError(t, err)
+	assert.Equal(t, "phone", tok.Name)
+
+	status, out, _ = post(`{"code":"` + code + `","name":"again"}`)
+	assert.Equal(t, http.StatusUnauthorized, status, "a code works once")
+	assert.Contains(t, out["error"], "Unknown, used or expired pairing code")
+
+	exp, _, err := st.CreatePairingCode(ctx, "admin", time.Second)
+	require.NoError(t, err)
+	time.Sleep(1100 * time.Millisecond)
+	status, _, _ = post(`{"code":"` + exp + `","name":"late"}`)
+	assert.Equal(t, http.StatusUnauthorized, status, "an expired code is refused")
+
+	status, _, _ = post(`not json`)
+	assert.Equal(t, http.StatusBadRequest, status)
+	status, _, _ = post(`{"code":"` + code + `"}`)
+	assert.Equal(t, http.StatusBadRequest, status, "name is required")
+	status, _, _ = post(`{"code":"X","name":"n"}`, "Origin", "https://evil.example")
+	assert.Equal(t, http.StatusForbidden, status)
+	resp, err := http.Get(hs.URL + "/zidane/pair")
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusMethodNotAllowed, resp.StatusCode)
+
+	// Brute force: wrong codes are slowed, then refused with 429, even for a valid code.
+	good, _, err := st.CreatePairingCode(ctx, "chat", time.Minute)
+	require.NoError(t, err)
+	var last int
+	for i := 0; i < pairBlockAfter+1; i++ {
+		last, _, _ = post(`{"code":"ZZZZ-ZZZZ","name":"guess"}`)
+	}
+	assert.Equal(t, http.StatusTooManyRequests, last)
+	status, _, hdr := post(`{"code":"` + good + `","name":"late2"}`)
+	assert.Equal(t, http.StatusTooManyRequests, status)
+	assert.NotEmpty(t, hdr.Get("Retry-After"))
+}
+
+func TestPairLimiterSlowsThenBlocks(t *testing.T) {
+	l := newPairLimiter()
+	now := time.Unix(1000, 0)
+	l.now = func() time.Time { return now }
+	var delays []time.Duration
+	for i := 0; i < pairBlockAfter; i++ {
+		delays = append(delays, l.fail("1.2.3.4"))
+	}
+	assert.Equal(t, []time.Duration{0, 0, 0, time.Second, 2 * time.Second, 3 * time.Second, 4 * time.Second, 5 * time.Second, 5 * time.Second, 5 * time.Second}, delays)
+	assert.Equal(t, pairBlockFor, l.check("1.2.3.4"))
+	assert.Zero(t, l.check("5.6.7.8"), "other addresses are not affected")
+	now = now.Add(pairBlockFor + time.Second)
+	assert.Zero(t, l.check("1.2.3.4"))
+}

@@ -1,0 +1,118 @@
+package store
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// pairAlphabet has no 0/O, 1/I/L or U: codes are read aloud and typed by hand.
+const pairAlphabet = "ABCDEFGHJKMNPQRSTVWXYZ23456789"
+
+// PairCodeLength is the number of characters of a pairing code (shown as XXXX-XXXX, ~39 bits).
+const PairCodeLength = 8
+
+// NormalizePairCode upper-cases a typed code and drops spaces and dashes.
+func NormalizePairCode(code string) string {
+	var b strings.Builder
+	for _, r := range strings.ToUpper(code) {
+		if r != '-' && r != ' ' {
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+func hashPairCode(code string) []byte {
+	h := sha256.Sum256([]byte("zidane-pair:" + NormalizePairCode(code)))
+	return h[:]
+}
+
+// CreatePairingCode stores a single-use code for a token of scope that expires after ttl, and
+// returns it formatted XXXX-XXXX (shown once; only its hash is stored).
+func (s *Store) CreatePairingCode(ctx context.Context, scope string, ttl time.Duration) (string, time.Time, error) {
+	switch scope {
+	case ScopeChat, ScopeAdmin, ScopeMachine:
+	default:
+		return "", time.Time{}, fmt.Errorf("create pairing code: %w %q (want chat, admin or machine)", ErrInvalidScope, scope)
+	}
+	if ttl <= 0 || ttl > 24*time.Hour {
+		return "", time.Time{}, fmt.Errorf("create pairing code: ttl %s must be between 1s and 24h", ttl)
+	}
+	raw := make([]byte, PairCodeLength)
+	if _, err := rand.Read(raw); err != nil {
+		return "", time.Time{}, err
+	}
+	code := make([]byte, PairCodeLength)
+	for i, b := range raw {
+		code[i] = pairAlphabet[int(b)%len(pairAlphabet)]
+	}
+	expires := time.Now().Add(ttl)
+	err := s.withConn(ctx, "create pairing code", func(ctx context.Context, c *pgxpool.Conn) error {
+		_, err := c.Exec(ctx, `INSERT INTO pairing_codes (id, hash, scope, expires_at) VALUES ($1, $2, $3, $4)`,
+			uuid.New(), hashPairCode(string(code)), scope, expires)
+		return err
+	})
+	if err != nil {
+		return "", time.Time{}, err
+	}
+	return string(code[:4]) + "-" + string(code[4:]), expires, nil
+}
+
+// RedeemPairingCode trades a live code for a new token named name, in one transaction: the code
+// is marked used so it works once. Errors: ErrNotFound (unknown, used or expired code),
+// ErrNameTaken, ErrInvalidText.
+func (s *Store) RedeemPairingCode(ctx context.Context, code, name string) (string, Token, error) {
+	if err := checkText("name", name); err != nil {
+		return "", Token{}, err
+	}
+	if name == "" {
+		return "", Token{}, fmt.Errorf("redeem pairing code: empty name: %w", ErrInvalidText)
+	}
+	var plaintext string
+	var tok Token
+	err := s.withConn(ctx, "redeem pairing code", func(ctx context.Context, c *pgxpool.Conn) error {
+		return pgx.BeginFunc(ctx, c, func(tx pgx.Tx) error {
+			var id uuid.UUID
+			var scope string
+			err := tx.QueryRow(ctx, `SELECT id, scope FROM pairing_codes
+				WHERE hash = $1 AND used_at IS NULL AND expires_at > now() FOR UPDATE`, hashPairCode(code)).Scan(&id, &scope)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return ErrNotFound
+			}
+			if err != nil {
+				return err
+			}
+			var raw [32]byte
+			if _, err := rand.Read(raw[:]); err != nil {
+				return err
+			}
+			plaintext = TokenPrefix + encodeToken(raw[:])
+			tok, err = scanToken(tx.QueryRow(ctx,
+				`INSERT INTO tokens (id, name, scope, hash) VALUES ($1, $2, $3, $4) RETURNING `+tokenCols,
+				uuid.New(), name, scope, hashToken(plaintext)))
+			var pe *pgconn.PgError
+			if errors.As(err, &pe) && pe.Code == "23505" {
+				return fmt.Errorf("%w: %q", ErrNameTaken, name)
+			}
+			if err != nil {
+				return err
+			}
+			_, err = tx.Exec(ctx, `UPDATE pairing_codes SET used_at = now(), token_id = $2 WHERE id = $1`, id, tok.ID)
+			return err
+		})
+	})
+	if err != nil {
+		return "", Token{}, err
+	}
+	return plaintext, tok, nil
+}
