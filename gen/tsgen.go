@@ -27,6 +27,9 @@ func TSFile(p *Protocol) []byte {
 		case kObject:
 			tsDoc(&b, "", t.Description, t.Since, t.Deprecated, t.Experimental)
 			w("export interface %s {\n", t.Name)
+			if len(t.Props) == 0 {
+				w("  [key: string]: never\n") // an empty interface would accept any non-null value
+			}
 			for _, pr := range t.Props {
 				d := pr.T.Description
 				tsDoc(&b, "  ", d, pr.T.Since, pr.T.Deprecated, pr.T.Experimental)

@@ -112,9 +112,11 @@ export interface DaemonInfo {
 }
 
 export interface DaemonInfoParams {
+  [key: string]: never
 }
 
 export interface DaemonShutdownParams {
+  [key: string]: never
 }
 
 export interface DaemonShutdownResult {
@@ -357,6 +359,7 @@ export interface MarkdownEvent {
 }
 
 export interface PingParams {
+  [key: string]: never
 }
 
 export interface PingResult {
@@ -631,6 +634,7 @@ export interface SessionsGetParams {
 }
 
 export interface SessionsListParams {
+  [key: string]: never
 }
 
 export interface SessionsListResult {
