@@ -11,6 +11,7 @@ import (
 	"os"
 	"reflect"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -71,7 +72,7 @@ type Client struct {
 // ErrClosed is returned by calls on a closed connection.
 var ErrClosed = errors.New("zidane client: connection closed")
 
-// Dial connects to url (ws:// or wss://), authenticates with opts.Token and completes the
+// Dial connects to url (ws://, wss://, or unix:///path/to/socket), authenticates with opts.Token and completes the
 // ipc.hello handshake. An HTTP refusal (401, 403) is returned as an error naming the status.
 func Dial(ctx context.Context, url string, opts Options) (*Client, error) {
 	h := http.Header{}
@@ -81,8 +82,12 @@ func Dial(ctx context.Context, url string, opts Options) (*Client, error) {
 	if opts.Token != "" {
 		h.Set("Authorization", "Bearer "+opts.Token)
 	}
+	httpClient := opts.HTTPClient
+	if strings.HasPrefix(url, "unix://") {
+		httpClient, url = unixClient(url)
+	}
 	conn, resp, err := websocket.Dial(ctx, url, &websocket.DialOptions{
-		HTTPClient:   opts.HTTPClient,
+		HTTPClient:   httpClient,
 		HTTPHeader:   h,
 		Subprotocols: []string{"zidane"},
 	})

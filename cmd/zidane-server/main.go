@@ -11,12 +11,16 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -24,6 +28,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/zidane-server/zidane/client"
 	"github.com/zidane-server/zidane/protocol"
 	"github.com/zidane-server/zidane/server"
 	"github.com/zidane-server/zidane/server/store"
@@ -122,6 +127,7 @@ func startCmd() *cobra.Command {
 	var listen string
 	var roots, origins []string
 	var stepDelay time.Duration
+	var unixSocket string
 	cmd := &cobra.Command{
 		Use:   "start",
 		Short: "Start the server (on a managed local Postgres unless --database-url or DATABASE_URL is set)",
@@ -159,15 +165,30 @@ func startCmd() *cobra.Command {
 				return err
 			}
 			hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
-			errc := make(chan error, 1)
+			errc := make(chan error, 2)
 			go func() { errc <- hs.Serve(ln) }()
+			if unixSocket != "" {
+				uln, err := listenUnix(unixSocket)
+				if err != nil {
+					return err
+				}
+				defer os.Remove(unixSocket)
+				go func() { errc <- hs.Serve(uln) }()
+			}
 			addr := ln.Addr().String()
+			removeDaemonFile, err := writeDaemonFile(ctx, st, db.dataDir, addr, unixSocket, log)
+			if err != nil {
+				log.Warn("daemon.json not written; local clients need ZIDANE_URL and ZIDANE_TOKEN", "err", err)
+			} else {
+				defer removeDaemonFile()
+			}
 			where := "--data-dir " + db.dataDir
 			if cfg.DatabaseURL != "" {
 				where = "--database-url \"$DATABASE_URL\""
 			}
 			fmt.Printf("zidane-server %s listening on ws://%s (health: http://%s/healthz)\n", server.Version, addr, addr)
 			fmt.Printf("host %s · signal epoch %s · workspace roots %s\n", srv.HostID(), srv.Epoch(), strings.Join(srvRoots(roots), ", "))
+			fmt.Printf("chat locally:  zidane -c \"Say hello.\"   (reads %s)\n", filepath.Join(db.dataDir, client.DaemonFileName))
 			fmt.Printf("mint a token:  zidane-server token create --name cli --scope chat %s\n", where)
 			fmt.Printf("then chat:     ZIDANE_URL=ws://%s ZIDANE_TOKEN=<token> zidane -c \"Say hello.\"\n", addr)
 			select {
@@ -190,9 +211,74 @@ func startCmd() *cobra.Command {
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:4380", "address to listen on (HTTP and WebSocket on one port)")
 	cmd.Flags().StringArrayVar(&roots, "workspace-root", nil, "folder sessions may work in (repeatable; default the current directory)")
 	cmd.Flags().StringArrayVar(&origins, "allowed-origin", nil, "browser origin allowed to connect, scheme://host[:port] (repeatable; also $ZIDANE_SERVER_ALLOWED_ORIGINS, comma-separated)")
+	cmd.Flags().StringVar(&unixSocket, "unix-socket", "", "also serve the protocol on this unix socket (mode 0600)")
 	cmd.Flags().DurationVar(&stepDelay, "scripted-step-delay", 0, "pause between the scripted provider's streamed pieces (for demos and tests)")
 	cmd.Flags().MarkHidden("scripted-step-delay")
 	return cmd
+}
+
+// localTokenName names the chat token minted for daemon.json; a new start replaces it.
+const localTokenName = "local-daemon"
+
+// writeDaemonFile mints a chat token for local clients and writes <data-dir>/daemon.json (mode
+// 0600). The returned func removes the file and revokes the token (on clean exit).
+func writeDaemonFile(ctx context.Context, st *store.Store, dataDir, addr, socket string, log *slog.Logger) (func(), error) {
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return nil, err
+	}
+	_, _ = st.RevokeToken(ctx, localTokenName) // a previous run's token, if it did not clean up
+	plain, _, err := st.CreateToken(ctx, localTokenName, "chat")
+	if err != nil {
+		return nil, err
+	}
+	host, port, _ := net.SplitHostPort(addr)
+	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	p, _ := strconv.Atoi(port)
+	d := client.DaemonFile{
+		URL: "ws://" + net.JoinHostPort(host, port), Port: p, Socket: socket, PID: os.Getpid(),
+		StartedAt: time.Now().UnixMilli(), ProtocolVersion: protocol.ProtocolVersion, Token: plain,
+	}
+	b, _ := json.MarshalIndent(d, "", "  ")
+	path := filepath.Join(dataDir, client.DaemonFileName)
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
+		return nil, err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return nil, err
+	}
+	return func() {
+		os.Remove(path)
+		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if _, err := st.RevokeToken(cctx, localTokenName); err != nil {
+			log.Warn("revoke the local token", "err", err)
+		}
+	}, nil
+}
+
+func listenUnix(path string) (net.Listener, error) {
+	if fi, err := os.Lstat(path); err == nil {
+		if fi.Mode()&os.ModeSocket == 0 {
+			return nil, fmt.Errorf("--unix-socket %s exists and is not a socket; remove it or pick another path", path)
+		}
+		if c, err := net.Dial("unix", path); err == nil {
+			c.Close()
+			return nil, fmt.Errorf("--unix-socket %s is in use by another server", path)
+		}
+		os.Remove(path)
+	}
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("--unix-socket %s: %w", path, err)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		ln.Close()
+		return nil, err
+	}
+	return ln, nil
 }
 
 func srvRoots(roots []string) []string {

@@ -1,6 +1,7 @@
 // Command zidane is the headless client: it sends one prompt and prints the answer.
 //
 //	ZIDANE_URL=ws://127.0.0.1:4380 ZIDANE_TOKEN=zds_… zidane -c "Say hello." [--json] [--session ID]
+//	zidane -c "Say hello."    # a local server: URL and token from <data-dir>/daemon.json
 //
 // Without --json it prints the assistant's text; with --json it prints one JSON object per line
 // for each signal of the run. It exits 0 when the run ends ok, 1 otherwise, 2 on bad usage.
@@ -28,6 +29,7 @@ func run() int {
 	asJSON := flag.Bool("json", false, "print every signal of the run as one JSON object per line")
 	sessionID := flag.String("session", "", "send to this session instead of creating one")
 	timeout := flag.Duration("timeout", 10*time.Minute, "give up after this long")
+	dataDir := flag.String("data-dir", client.DefaultDataDir(), "where a local server's daemon.json is, used when ZIDANE_URL is not set")
 	flag.Parse()
 	if *prompt == "" {
 		fmt.Fprintln(os.Stderr, "zidane: -c \"prompt\" is required")
@@ -35,8 +37,20 @@ func run() int {
 	}
 	url := os.Getenv("ZIDANE_URL")
 	token := os.Getenv("ZIDANE_TOKEN")
-	if url == "" || token == "" {
-		fmt.Fprintln(os.Stderr, "zidane: set ZIDANE_URL (ws://host:port) and ZIDANE_TOKEN (mint one with: zidane-server token create --name cli --scope chat)")
+	if url == "" {
+		// A local server: its daemon.json names the URL and a chat token.
+		d, err := client.ReadDaemonFile(*dataDir)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "zidane:", err)
+			return 2
+		}
+		url = d.URL
+		if token == "" {
+			token = d.Token
+		}
+	}
+	if token == "" {
+		fmt.Fprintln(os.Stderr, "zidane: set ZIDANE_TOKEN (mint one with: zidane-server token create --name cli --scope chat)")
 		return 2
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)

@@ -1,0 +1,89 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+)
+
+// DaemonFile is <data-dir>/daemon.json, written by a running zidane-server for local clients
+// (mode 0600, removed on clean exit).
+type DaemonFile struct {
+	// URL is the WebSocket URL to dial (ws://127.0.0.1:<port>).
+	URL string `json:"url"`
+	// Port is the TCP port.
+	Port int `json:"port"`
+	// Socket is the unix socket path when the server also serves one (--unix-socket).
+	Socket string `json:"socket,omitempty"`
+	// PID is the server's process id.
+	PID int `json:"pid"`
+	// StartedAt is when the server started, in milliseconds since the Unix epoch.
+	StartedAt int64 `json:"startedAt"`
+	// ProtocolVersion is the server's newest protocol version.
+	ProtocolVersion int `json:"protocolVersion"`
+	// Token is a chat token minted for local clients; revoked when the server stops.
+	Token string `json:"token"`
+}
+
+// DaemonFileName is the file's name inside the data directory.
+const DaemonFileName = "daemon.json"
+
+// DefaultDataDir is the server's default data directory: $ZIDANE_SERVER_HOME, else
+// /var/lib/zidane-server for root, else $XDG_DATA_HOME/zidane-server or
+// ~/.local/share/zidane-server. It matches zidane-server's default.
+func DefaultDataDir() string {
+	if d := os.Getenv("ZIDANE_SERVER_HOME"); d != "" {
+		return d
+	}
+	if os.Geteuid() == 0 {
+		return "/var/lib/zidane-server"
+	}
+	if d := os.Getenv("XDG_DATA_HOME"); d != "" {
+		return filepath.Join(d, "zidane-server")
+	}
+	home, err := os.UserHomeDir()
+	if err != nil || home == "" {
+		home = "."
+	}
+	return filepath.Join(home, ".local", "share", "zidane-server")
+}
+
+// ReadDaemonFile reads dataDir/daemon.json and checks that its server process is alive.
+func ReadDaemonFile(dataDir string) (*DaemonFile, error) {
+	path := filepath.Join(dataDir, DaemonFileName)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("no running zidane-server found (%s does not exist); start one with `make run`, or set ZIDANE_URL and ZIDANE_TOKEN", path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	var d DaemonFile
+	if err := json.Unmarshal(b, &d); err != nil || d.URL == "" || d.Token == "" {
+		return nil, fmt.Errorf("%s is not a valid daemon file; restart the server", path)
+	}
+	if d.PID > 0 {
+		if err := syscall.Kill(d.PID, 0); errors.Is(err, syscall.ESRCH) {
+			return nil, fmt.Errorf("%s names process %d, which is not running; the server stopped without cleaning up: start it again", path, d.PID)
+		}
+	}
+	return &d, nil
+}
+
+// unixClient returns an HTTP client whose connections go to a unix socket, and the ws:// URL to
+// dial through it.
+func unixClient(url string) (*http.Client, string) {
+	path := strings.TrimPrefix(url, "unix://")
+	tr := &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", path)
+	}}
+	return &http.Client{Transport: tr}, "ws://localhost/"
+}
