@@ -1179,7 +1179,26 @@ func TestManagedDefault(t *testing.T) {
 		}
 	}
 
+	// Local discovery: with no ZIDANE_URL, zidane reads <data-dir>/daemon.json (mode 0600).
+	fi, err := os.Stat(filepath.Join(data, "daemon.json"))
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cli := exec.CommandContext(ctx, cliBin, "-c", "Say hello.")
+	cli.Env = env(true, "ZIDANE_SERVER_HOME="+data)
+	outb, err := cli.CombinedOutput()
+	require.NoError(t, err, "%s", outb)
+	assert.Contains(t, string(outb), "The lookup found:")
+
 	s.stop()
 	out, _ = exec.Command("pgrep", "-af", data).Output()
 	assert.Empty(t, strings.TrimSpace(string(out)), "no process left for the data dir")
+	_, err = os.Stat(filepath.Join(data, "daemon.json"))
+	assert.True(t, os.IsNotExist(err), "daemon.json is removed on clean exit")
+	cli = exec.CommandContext(ctx, cliBin, "-c", "Say hello.")
+	cli.Env = env(true, "ZIDANE_SERVER_HOME="+data)
+	outb, err = cli.CombinedOutput()
+	assert.Error(t, err)
+	assert.Contains(t, string(outb), "no running zidane-server found")
 }
