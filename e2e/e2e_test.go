@@ -29,6 +29,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/zidane-server/zidane/protocol"
 	"github.com/zidane-server/zidane/server/store/storetest"
 )
 
@@ -265,6 +266,55 @@ type wsConn struct {
 	backlog [][]byte
 	nextID  int
 	readErr error
+
+	mu      sync.Mutex
+	methods map[string]string // request id → method, for the contract check of answers
+}
+
+// contract validates, strictly against the schema, every result, signal and error the server
+// sends on every test connection (a member the schema lacks, or a missing required one, fails).
+var contract = func() *protocol.Contract {
+	c, err := protocol.NewContract()
+	if err != nil {
+		panic(err)
+	}
+	return c
+}()
+
+func (c *wsConn) checkContract(b []byte) {
+	var f struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+		Params json.RawMessage `json:"params"`
+		Result json.RawMessage `json:"result"`
+		Error  *protocol.Error `json:"error"`
+	}
+	if json.Unmarshal(b, &f) != nil {
+		return // a batch answer or not JSON: the tests that send such frames check them
+	}
+	switch {
+	case f.Method == "ipc.signal":
+		if err := contract.CheckSignal(f.Params); err != nil {
+			c.t.Errorf("contract: %v", err)
+		}
+	case f.Error != nil:
+		c.mu.Lock()
+		delete(c.methods, string(f.ID))
+		c.mu.Unlock()
+		if err := contract.CheckError(f.Error); err != nil {
+			c.t.Errorf("contract: %v", err)
+		}
+	case f.Result != nil:
+		c.mu.Lock()
+		m := c.methods[string(f.ID)]
+		delete(c.methods, string(f.ID))
+		c.mu.Unlock()
+		if m != "" {
+			if err := contract.CheckResult(m, f.Result); err != nil {
+				c.t.Errorf("contract: %v", err)
+			}
+		}
+	}
 }
 
 func dialOpts(tok string) *websocket.DialOptions {
@@ -283,7 +333,7 @@ func dial(t *testing.T, s *serverProc, tok string) *wsConn {
 
 func wrap(t *testing.T, ws *websocket.Conn) *wsConn {
 	ws.SetReadLimit(32 << 20)
-	c := &wsConn{t: t, ws: ws, frames: make(chan []byte, 4096), nextID: 100}
+	c := &wsConn{t: t, ws: ws, frames: make(chan []byte, 4096), nextID: 100, methods: map[string]string{}}
 	go func() {
 		defer close(c.frames)
 		for {
@@ -292,6 +342,7 @@ func wrap(t *testing.T, ws *websocket.Conn) *wsConn {
 				c.readErr = err
 				return
 			}
+			c.checkContract(b)
 			c.frames <- b
 		}
 	}()
@@ -301,6 +352,15 @@ func wrap(t *testing.T, ws *websocket.Conn) *wsConn {
 
 func (c *wsConn) sendRaw(s string) {
 	c.t.Helper()
+	var req struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+	}
+	if json.Unmarshal([]byte(s), &req) == nil && req.ID != nil {
+		c.mu.Lock()
+		c.methods[string(req.ID)] = req.Method
+		c.mu.Unlock()
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	require.NoError(c.t, c.ws.Write(ctx, websocket.MessageText, []byte(s)))
