@@ -140,6 +140,9 @@ func env(noDBEnv bool, extra ...string) []string {
 // exit 0 within 20 s asserted) at cleanup unless stop was called.
 func startServer(t *testing.T, o serverOpts) *serverProc {
 	t.Helper()
+	if o.dbURL == "" && !o.noDBEnv {
+		t.Fatal("startServer: pass dbURL (a fresh database) or noDBEnv (the managed default); never the environment's DATABASE_URL")
+	}
 	if o.dataDir == "" {
 		o.dataDir = t.TempDir()
 	}

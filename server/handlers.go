@@ -360,3 +360,46 @@ func (h machineHandler) Register(ctx context.Context, p *protocol.MachineRegiste
 	}
 	return &protocol.MachineRegisterResult{MachineID: id}, nil
 }
+
+type tokensHandler struct{ s *Server }
+
+// Tokens returns the tokens group's handler.
+func (h *handlers) Tokens() protocol.TokensHandler { return tokensHandler{h.s} }
+
+func tokenInfo(t store.Token) protocol.TokenInfo {
+	out := protocol.TokenInfo{Name: t.Name, Scope: t.Scope, CreatedAt: ms(t.CreatedAt)}
+	if t.LastUsedAt != nil {
+		out.LastUsedAt = ptr(ms(*t.LastUsedAt))
+	}
+	if t.RevokedAt != nil {
+		out.RevokedAt = ptr(ms(*t.RevokedAt))
+	}
+	return out
+}
+
+// List implements tokens.list.
+func (h tokensHandler) List(ctx context.Context, _ *protocol.TokensListParams) (*protocol.TokensListResult, error) {
+	ts, err := h.s.store.ListTokens(ctx)
+	if err != nil {
+		return nil, storeErr(err, "")
+	}
+	out := &protocol.TokensListResult{Tokens: make([]protocol.TokenInfo, 0, len(ts))}
+	for _, t := range ts {
+		out.Tokens = append(out.Tokens, tokenInfo(t))
+	}
+	return out, nil
+}
+
+// Revoke implements tokens.revoke; the running server closes the token's connections when the
+// revocation notice arrives.
+func (h tokensHandler) Revoke(ctx context.Context, p *protocol.TokensRevokeParams) (*protocol.TokenInfo, error) {
+	t, err := h.s.store.RevokeToken(ctx, p.Name)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, protocol.NewHandlerFailedError(fmt.Sprintf("No live token named %q; list them with tokens.list.", p.Name))
+	}
+	if err != nil {
+		return nil, storeErr(err, "params/name")
+	}
+	info := tokenInfo(t)
+	return &info, nil
+}
