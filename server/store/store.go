@@ -10,10 +10,13 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
+	"net"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 	"unicode/utf8"
 
@@ -167,8 +170,18 @@ func (s *Store) withConn(ctx context.Context, op string, fn func(ctx context.Con
 			return fmt.Errorf("%s: %w: %w", op, ErrUnavailable, err)
 		}
 	}
-	defer c.Release()
 	err = fn(ctx, c)
+	if err != nil && pgconn.SafeToRetry(err) && ctx.Err() == nil {
+		// The pooled connection died before the statement reached the server (Postgres
+		// restarted): drop it and run once more on a fresh one.
+		c.Conn().Close(context.Background())
+		c.Release()
+		if c, err = s.pool.Acquire(ctx); err != nil {
+			return s.mapErr(parent, op, err)
+		}
+		err = fn(ctx, c)
+	}
+	c.Release()
 	if err == nil {
 		return nil
 	}
@@ -200,7 +213,24 @@ func (s *Store) mapErr(parent context.Context, op string, err error) error {
 	if errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("%s: %w: %w", op, ErrBusy, err)
 	}
+	if isConnFailure(err) {
+		return fmt.Errorf("%s: %w: %w", op, ErrUnavailable, err)
+	}
 	return fmt.Errorf("%s: %w", op, err)
+}
+
+// isConnFailure reports an error of the connection to Postgres (not of the statement): a closed
+// or broken connection, a failed dial, a server shutting down.
+func isConnFailure(err error) bool {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return strings.HasPrefix(pe.Code, "08") || strings.HasPrefix(pe.Code, "57P") // connection_exception, admin/crash shutdown
+	}
+	var ce *pgconn.ConnectError
+	var ne net.Error
+	return errors.As(err, &ce) || errors.As(err, &ne) || pgconn.SafeToRetry(err) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.EPIPE) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ENOENT)
 }
 
 // checkText returns ErrInvalidText naming field if v cannot be stored in a
