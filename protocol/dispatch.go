@@ -56,6 +56,13 @@ func LookupSignal(kind string) *SignalSpec {
 // Signals returns every signal spec in schema order. The slice is shared: do not modify it.
 func Signals() []*SignalSpec { return signalTable }
 
+func article(word string) string {
+	if word != "" && strings.ContainsRune("aeiou", rune(word[0])) {
+		return "an"
+	}
+	return "a"
+}
+
 func errNotOffered(method string) error {
 	return NewMethodNotFoundError(fmt.Sprintf("Unknown method %q.", method))
 }
@@ -79,7 +86,7 @@ func Dispatch(ctx context.Context, h Handlers, scope Scope, method string, param
 		return nil, NewWrongConnectionKindError(fmt.Sprintf("%q needs a client connection (a chat or admin token); this is a machine connection.", method))
 	}
 	if !scope.Allows(m.Scope) {
-		return nil, NewForbiddenError(fmt.Sprintf("%q needs a %s token; this connection's token has scope %s.", method, m.Scope, scope), &ForbiddenErrorData{Needed: string(m.Scope), Scope: string(scope)})
+		return nil, NewForbiddenError(fmt.Sprintf("%q needs %s %s token; this connection's token has scope %s.", method, article(string(m.Scope)), m.Scope, scope), &ForbiddenErrorData{Needed: string(m.Scope), Scope: string(scope)})
 	}
 	p := m.NewParams()
 	if err := DecodeParams(method, params, p); err != nil {

@@ -20,6 +20,8 @@ if [ -f sdk-ts/package.json ]; then
 fi
 
 if [ "${CI:-}" = "true" ]; then
+  echo "== fuzz targets, 10s each"
+  scripts/fuzz.sh 10s
   echo "== make generate leaves the tree clean"
   go run ./gen >/dev/null
   if [ -n "$(git status --porcelain)" ]; then
