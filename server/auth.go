@@ -69,6 +69,9 @@ func normalizeOrigin(u *url.URL) string {
 // missing, unknown or conflicting token, and 503 when the database cannot answer.
 func (s *Server) authenticate(r *http.Request) (store.Token, int) {
 	var header, proto string
+	if len(r.Header.Values("Authorization")) > 1 {
+		return store.Token{}, http.StatusUnauthorized // ambiguous credentials
+	}
 	if h := r.Header.Get("Authorization"); h != "" {
 		const p = "Bearer "
 		if len(h) <= len(p) || !strings.EqualFold(h[:len(p)], p) {
@@ -102,7 +105,9 @@ func (s *Server) authenticate(r *http.Request) (store.Token, int) {
 		}
 		tok = proto
 	}
-	if tok == "" {
+	if !plausibleToken(tok) {
+		// Empty, oversized or not RFC 7230 token characters: no token we mint looks like that
+		// (field case B14 f), so refuse without a database round trip.
 		return store.Token{}, http.StatusUnauthorized
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
@@ -116,4 +121,25 @@ func (s *Server) authenticate(r *http.Request) (store.Token, int) {
 		return store.Token{}, http.StatusServiceUnavailable
 	}
 	return t, 0
+}
+
+// maxTokenLen bounds a presented token; minted tokens are "zds_" + 43 characters.
+const maxTokenLen = 256
+
+// plausibleToken reports whether tok could be a token: 1..maxTokenLen characters, all RFC 7230
+// tchar (so it can travel in Sec-WebSocket-Protocol, which browsers enforce).
+func plausibleToken(tok string) bool {
+	if tok == "" || len(tok) > maxTokenLen {
+		return false
+	}
+	for i := 0; i < len(tok); i++ {
+		c := tok[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
 }

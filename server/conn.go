@@ -82,9 +82,13 @@ func (s *Server) serveConn(ws *websocket.Conn, tok store.Token) {
 	c.log.Debug("disconnected", "reason", c.closeErr)
 }
 
+// readLoop reads frames until the connection ends. It reads with a context that close does not
+// cancel: coder/websocket tears the TCP connection down at once when a Read's context ends, which
+// would drop the close frame (1003, 1007, 1008, 1013) that close is writing. ws.Close ends the read
+// itself once the close handshake is done or times out.
 func (c *conn) readLoop() {
 	for {
-		typ, data, err := c.ws.Read(c.ctx)
+		typ, data, err := c.ws.Read(context.Background())
 		if err != nil {
 			var ce websocket.CloseError
 			if errors.As(err, &ce) {
@@ -121,6 +125,10 @@ func (c *conn) handleFrame(data []byte) {
 			return
 		}
 		req := it.Req
+		if isHello(req) && req.IsNotification() {
+			// A handshake nobody can read the answer of: ignored, never answered (B04, B12).
+			return
+		}
 		if !c.helloed.Load() || isHello(req) {
 			// Until the handshake completes, frames run strictly in arrival order (field case B12).
 			if resp := c.run(req); resp != nil {
@@ -136,7 +144,8 @@ func (c *conn) handleFrame(data []byte) {
 		return
 	}
 	// A batch: members may run in any order; the answers go out as one array (JSON-RPC §6).
-	c.spawn(func() {
+	// Before the handshake it runs inline, so frames stay in arrival order (field case B12).
+	c.spawnOrRun(!c.helloed.Load(), func() {
 		var out [][]byte
 		for _, it := range fr.Items {
 			if it.Err != nil {
@@ -162,6 +171,15 @@ func (c *conn) handleFrame(data []byte) {
 }
 
 func isHello(r *protocol.Request) bool { return r.Method == protocol.MethodIPCHello }
+
+// spawnOrRun runs fn in the read loop when inline is set, else as spawn does.
+func (c *conn) spawnOrRun(inline bool, fn func()) {
+	if inline {
+		fn()
+		return
+	}
+	c.spawn(fn)
+}
 
 // spawn runs fn with the connection's request concurrency bound; the read loop waits for a slot,
 // which is the backpressure on a client that floods requests.
@@ -239,9 +257,11 @@ func (c *conn) enqueue(frame []byte) {
 		return
 	}
 	if len(c.queue) >= lim.SendQueueMessages || c.qbytes+len(frame) > lim.SendQueueBytes {
+		n, b := len(c.queue), c.qbytes
+		c.closing = true // from here on nothing more is queued or written (field case B18)
 		c.qmu.Unlock()
-		c.log.Warn("send queue full: closing the slow connection", "messages", len(c.queue), "bytes", c.qbytes)
-		go c.close(websocket.StatusTryAgainLater, "send queue full: reconnect and resume")
+		c.log.Warn("send queue full: closing the slow connection", "messages", n, "bytes", b)
+		go c.finishClose(websocket.StatusTryAgainLater, "send queue full: reconnect and resume")
 		return
 	}
 	c.queue = append(c.queue, frame)
@@ -253,40 +273,48 @@ func (c *conn) enqueue(frame []byte) {
 	}
 }
 
+// writeLoop is the connection's only writer (field case B17): it writes queued frames in order,
+// one at a time, each bounded by Limits.WriteTimeout. A frame counts against the queue's byte
+// limit until it is written. Once the connection is closing it writes no more data.
 func (c *conn) writeLoop() {
 	for {
 		c.qmu.Lock()
-		q := c.queue
-		c.queue = nil
-		c.qbytes = 0
-		closing := c.closing
-		c.qmu.Unlock()
-		for _, frame := range q {
-			ctx, cancel := context.WithTimeout(context.Background(), c.srv.cfg.Limits.WriteTimeout)
-			err := c.ws.Write(ctx, websocket.MessageText, frame)
-			cancel()
-			if err != nil {
-				c.setCloseErr(err)
-				c.cancel()
-				go c.close(websocket.StatusTryAgainLater, "write timed out")
-				return
-			}
-		}
-		if closing && len(q) == 0 {
+		if c.closing {
+			c.queue, c.qbytes = nil, 0
+			c.qmu.Unlock()
 			return
 		}
-		if len(q) > 0 {
-			continue
-		}
-		select {
-		case <-c.qwake:
-		case <-c.ctx.Done():
-			c.qmu.Lock()
-			if len(c.queue) == 0 {
-				c.qmu.Unlock()
-				return
-			}
+		if len(c.queue) == 0 {
 			c.qmu.Unlock()
+			select {
+			case <-c.qwake:
+				continue
+			case <-c.ctx.Done():
+				c.qmu.Lock()
+				empty := len(c.queue) == 0
+				c.qmu.Unlock()
+				if empty {
+					return
+				}
+				continue
+			}
+		}
+		frame := c.queue[0]
+		c.queue[0] = nil
+		c.queue = c.queue[1:]
+		c.qmu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), c.srv.cfg.Limits.WriteTimeout)
+		err := c.ws.Write(ctx, websocket.MessageText, frame)
+		cancel()
+		c.qmu.Lock()
+		c.qbytes -= len(frame)
+		c.qmu.Unlock()
+		if err != nil {
+			// coder/websocket has already torn the connection down (write deadline passed or
+			// the socket closed); close records the state and cancels the handlers.
+			c.setCloseErr(err)
+			go c.close(websocket.StatusTryAgainLater, "write timed out")
+			return
 		}
 	}
 }
@@ -299,7 +327,9 @@ func (c *conn) keepalive() {
 		case <-c.ctx.Done():
 			return
 		case <-t.C:
-			ctx, cancel := context.WithTimeout(c.ctx, c.srv.cfg.Limits.PongTimeout)
+			// Not derived from c.ctx: a cancelled write context makes coder/websocket drop the
+			// TCP connection at once, before close can send its close frame.
+			ctx, cancel := context.WithTimeout(context.Background(), c.srv.cfg.Limits.PongTimeout)
 			err := c.ws.Ping(ctx)
 			cancel()
 			if err != nil && c.ctx.Err() == nil {
@@ -319,6 +349,7 @@ func (c *conn) setCloseErr(err error) {
 }
 
 // close closes the WebSocket with a status; safe to call many times and from any goroutine.
+// The first call wins; later calls return at once.
 func (c *conn) close(code websocket.StatusCode, reason string) {
 	c.qmu.Lock()
 	if c.closing {
@@ -327,8 +358,25 @@ func (c *conn) close(code websocket.StatusCode, reason string) {
 	}
 	c.closing = true
 	c.qmu.Unlock()
+	c.finishClose(code, reason)
+}
+
+// finishClose cancels the connection's context (and so every in-flight handler's, field case
+// B29), wakes the writer so it stops, and runs the close handshake: the close frame is written
+// once the frame in flight (if any) is out, bounded by coder/websocket's 5 s close timeouts.
+func (c *conn) finishClose(code websocket.StatusCode, reason string) {
 	c.cancel()
+	select {
+	case c.qwake <- struct{}{}:
+	default:
+	}
 	_ = c.ws.Close(code, reason)
+}
+
+func (c *conn) isClosing() bool {
+	c.qmu.Lock()
+	defer c.qmu.Unlock()
+	return c.closing
 }
 
 // encodeJSON is json.Marshal for values known to encode.
