@@ -138,6 +138,7 @@ func (s *Server) sessionOut(x store.Session) *protocol.Session {
 }
 
 // storeErr turns a store error into the answer a client can act on.
+// what names the member at fault for text errors, as "params/<member>".
 func storeErr(err error, what string) error {
 	switch {
 	case errors.Is(err, store.ErrBusy):
@@ -145,7 +146,7 @@ func storeErr(err error, what string) error {
 	case errors.Is(err, store.ErrUnavailable):
 		return protocol.NewHandlerFailedError("The database is unavailable; try again when the server reports ok on /healthz.")
 	case errors.Is(err, store.ErrInvalidText):
-		return protocol.NewInvalidParamsError(fmt.Sprintf("%s: text must be valid UTF-8 without NUL characters.", what), &protocol.InvalidParamsErrorData{Pointer: ""})
+		return protocol.NewInvalidParamsError(fmt.Sprintf("%s: text must be valid UTF-8 without NUL characters.", what), &protocol.InvalidParamsErrorData{Pointer: strings.TrimPrefix(what, "params")})
 	case errors.Is(err, context.Canceled):
 		return protocol.NewHandlerFailedError("The request was cancelled.")
 	}

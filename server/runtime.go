@@ -15,59 +15,124 @@ import (
 	"github.com/zidane-server/zidane/server/store"
 )
 
-// runtime runs prompts: one run per session at a time (DESIGN "Agent runtime").
+// maxFollowUps bounds the prompts queued behind a session's running prompt.
+const maxFollowUps = 16
+
+// runtime runs prompts: one run per session at a time; a prompt sent during a run is queued as a
+// follow-up and starts when the run ends (DESIGN "Agent runtime").
 type runtime struct {
-	s      *Server
-	mu     sync.Mutex
-	active map[string]*run
-	wg     sync.WaitGroup
+	s       *Server
+	mu      sync.Mutex
+	active  map[string]*run   // by session
+	pending map[string][]*run // follow-ups, by session, in arrival order
+	wg      sync.WaitGroup
 }
 
 type run struct {
-	id, sessionID string
-	ctx           context.Context
-	cancel        context.CancelFunc
-	done          chan struct{}
+	id, sessionID, prompt string
+	session               store.Session
+	origin                *conn
+	ctx                   context.Context
+	cancel                context.CancelFunc
 }
 
-func newRuntime(s *Server) *runtime { return &runtime{s: s, active: map[string]*run{}} }
+func newRuntime(s *Server) *runtime {
+	return &runtime{s: s, active: map[string]*run{}, pending: map[string][]*run{}}
+}
 
-// start begins a run and returns once run:start and the user-prompt event are queued.
+// start begins a run, or queues it behind the session's running one, and returns its id. A run
+// that starts at once has its run:start and user-prompt event queued before start returns.
 func (r *runtime) start(ctx context.Context, x store.Session, prompt string, origin *conn) (string, error) {
 	r.mu.Lock()
-	if _, busy := r.active[x.ID]; busy {
-		r.mu.Unlock()
-		return "", protocol.NewHandlerFailedError(fmt.Sprintf("Session %q is already running a prompt; wait for its run:end, then send again.", x.ID))
-	}
 	if r.s.baseCtx.Err() != nil {
 		r.mu.Unlock()
 		return "", protocol.NewHandlerFailedError("The server is shutting down; send the prompt again once it is back.")
 	}
 	runCtx, cancel := context.WithCancel(r.s.baseCtx)
-	ru := &run{id: uuid.NewString(), sessionID: x.ID, ctx: runCtx, cancel: cancel, done: make(chan struct{})}
+	ru := &run{id: uuid.NewString(), sessionID: x.ID, prompt: prompt, session: x, origin: origin, ctx: runCtx, cancel: cancel}
+	if _, busy := r.active[x.ID]; busy {
+		if len(r.pending[x.ID]) >= maxFollowUps {
+			r.mu.Unlock()
+			cancel()
+			return "", protocol.NewHandlerFailedError(fmt.Sprintf("Session %q already has %d prompts waiting; wait for a run:end, then send again.", x.ID, maxFollowUps))
+		}
+		r.pending[x.ID] = append(r.pending[x.ID], ru)
+		r.wg.Add(1)
+		r.mu.Unlock()
+		return ru.id, nil
+	}
 	r.active[x.ID] = ru
 	r.wg.Add(1)
 	r.mu.Unlock()
-
-	if err := r.s.store.SetSessionStatus(ctx, x.ID, "running"); err != nil {
-		r.finish(ru)
-		return "", storeErr(err, "")
+	if err := r.launch(ctx, ru); err != nil {
+		r.mu.Lock()
+		delete(r.active, x.ID)
+		r.mu.Unlock()
+		r.wg.Done()
+		cancel()
+		r.next(x.ID)
+		return "", err
 	}
-	r.s.hub.publish(&protocol.RunStartSignal{SessionID: x.ID, RunID: ru.id}, origin)
-	r.publishPresence()
-	userTurn := uuid.NewString()
-	r.emit(x.ID, &protocol.UserPromptEvent{Text: prompt, TurnID: userTurn}, origin)
-	go r.execute(ru, x, prompt, origin)
 	return ru.id, nil
+}
+
+// launch marks the session running, publishes run:start and the prompt, and runs the provider.
+func (r *runtime) launch(ctx context.Context, ru *run) error {
+	if err := r.s.store.SetSessionStatus(ctx, ru.sessionID, "running"); err != nil {
+		return storeErr(err, "")
+	}
+	r.s.hub.publish(&protocol.RunStartSignal{SessionID: ru.sessionID, RunID: ru.id}, ru.origin)
+	r.publishPresence()
+	r.emit(ru.sessionID, &protocol.UserPromptEvent{Text: ru.prompt, TurnID: uuid.NewString()}, ru.origin)
+	go r.execute(ru, ru.session, ru.prompt, ru.origin)
+	return nil
+}
+
+// next starts the session's oldest follow-up, if any. A follow-up that cannot start ends with
+// run:end ok:false so its sender is not left waiting.
+func (r *runtime) next(sessionID string) {
+	for {
+		r.mu.Lock()
+		q := r.pending[sessionID]
+		if len(q) == 0 || r.active[sessionID] != nil {
+			r.mu.Unlock()
+			return
+		}
+		ru := q[0]
+		if len(q) == 1 {
+			delete(r.pending, sessionID)
+		} else {
+			r.pending[sessionID] = q[1:]
+		}
+		r.active[sessionID] = ru
+		r.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := r.launch(ctx, ru)
+		cancel()
+		if err == nil {
+			return
+		}
+		r.mu.Lock()
+		delete(r.active, sessionID)
+		r.mu.Unlock()
+		msg := "The queued prompt could not start: " + err.Error()
+		r.s.hub.publish(&protocol.RunEndSignal{SessionID: sessionID, RunID: ru.id, OK: false, Error: &msg}, ru.origin)
+		ru.cancel()
+		r.wg.Done()
+	}
 }
 
 func (r *runtime) finish(ru *run) {
 	r.mu.Lock()
-	delete(r.active, ru.sessionID)
+	if r.active[ru.sessionID] == ru {
+		delete(r.active, ru.sessionID)
+	}
 	r.mu.Unlock()
 	ru.cancel()
-	close(ru.done)
 	r.wg.Done()
+	if r.s.baseCtx.Err() == nil {
+		r.next(ru.sessionID)
+	}
 }
 
 // emit publishes an event signal and hands the event to the transcript writer.
@@ -130,18 +195,32 @@ func (r *runtime) execute(ru *run, x store.Session, prompt string, origin *conn)
 	}
 	r.s.hub.publish(end, origin)
 	r.mu.Lock()
-	delete(r.active, ru.sessionID)
+	if r.active[ru.sessionID] == ru {
+		delete(r.active, ru.sessionID)
+	}
 	r.mu.Unlock()
 	r.publishPresence()
 }
 
-// interruptAll cancels every run and waits for them to end (bounded by ctx).
+// interruptAll cancels every run, ends the queued follow-ups as interrupted, and waits for the
+// runs to end (bounded by ctx).
 func (r *runtime) interruptAll(ctx context.Context) {
 	r.mu.Lock()
 	for _, ru := range r.active {
 		ru.cancel()
 	}
+	pending := r.pending
+	r.pending = map[string][]*run{}
 	r.mu.Unlock()
+	for sid, q := range pending {
+		for _, ru := range q {
+			msg := "The queued prompt did not run: the server is shutting down."
+			t := true
+			r.s.hub.publish(&protocol.RunEndSignal{SessionID: sid, RunID: ru.id, OK: false, Error: &msg, Interrupted: &t}, ru.origin)
+			ru.cancel()
+			r.wg.Done()
+		}
+	}
 	done := make(chan struct{})
 	go func() { r.wg.Wait(); close(done) }()
 	select {

@@ -70,6 +70,9 @@ func (l *Limits) defaults() {
 	if l.SendQueueBytes <= 0 {
 		l.SendQueueBytes = 64 << 20
 	}
+	if int64(l.SendQueueBytes) < l.MaxMessageBytes {
+		l.SendQueueBytes = int(l.MaxMessageBytes) // one largest message must fit
+	}
 	if l.WriteTimeout <= 0 {
 		l.WriteTimeout = 10 * time.Second
 	}
