@@ -99,6 +99,7 @@ type serverOpts struct {
 	dataDir string // "" = a fresh temp dir
 	root    string // "" = a fresh temp dir; "-" = no --workspace-root flag
 	noDBEnv bool   // remove DATABASE_URL from the environment
+	extra   []string
 }
 
 type serverProc struct {
@@ -159,6 +160,7 @@ func startServer(t *testing.T, o serverOpts) *serverProc {
 	if o.root != "-" {
 		args = append(args, "--workspace-root", o.root)
 	}
+	args = append(args, o.extra...)
 	s.cmd = exec.Command(serverBin, args...)
 	s.cmd.Env = env(o.noDBEnv)
 	s.cmd.Stdout, s.cmd.Stderr = s.stdout, s.stderr

@@ -384,3 +384,19 @@ func encodeJSON(v any) json.RawMessage {
 	b, _ := json.Marshal(v)
 	return b
 }
+
+// drainAndClose lets the writer send every queued frame (waiting at most d), then closes with
+// code: a graceful shutdown delivers the run:end signals before the 1001 close.
+func (c *conn) drainAndClose(code websocket.StatusCode, reason string, d time.Duration) {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		c.qmu.Lock()
+		pending, closing := c.qbytes, c.closing
+		c.qmu.Unlock()
+		if pending == 0 || closing {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	c.close(code, reason)
+}

@@ -122,8 +122,9 @@ type Server struct {
 	writer    *transcriptWriter
 	pairs     *pairLimiter
 
-	connsMu sync.Mutex
-	conns   map[*conn]struct{}
+	connsMu  sync.Mutex
+	conns    map[*conn]struct{}
+	draining atomic.Bool // set by Shutdown: new connections are refused with 503
 }
 
 // compile-time check that the server implements every generated handler interface.
@@ -256,6 +257,11 @@ func headerHasToken(h http.Header, name, token string) bool {
 }
 
 func (s *Server) upgrade(w http.ResponseWriter, r *http.Request) {
+	if s.draining.Load() {
+		w.Header().Set("Retry-After", "5")
+		plainText(w, http.StatusServiceUnavailable, "Service Unavailable: the server is shutting down")
+		return
+	}
 	if !s.originAllowed(r) {
 		plainText(w, http.StatusForbidden, "Forbidden: origin not allowed")
 		return
@@ -283,6 +289,7 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request) {
 // Shutdown closes every connection with 1001, waits for runs to end as interrupted (bounded by
 // ctx), and flushes the transcripts.
 func (s *Server) Shutdown(ctx context.Context) {
+	s.draining.Store(true)
 	s.runs.interruptAll(ctx)
 	s.writer.flush(ctx)
 	s.connsMu.Lock()
@@ -291,9 +298,15 @@ func (s *Server) Shutdown(ctx context.Context) {
 		cs = append(cs, c)
 	}
 	s.connsMu.Unlock()
+	var wg sync.WaitGroup
 	for _, c := range cs {
-		c.close(websocket.StatusGoingAway, "server shutting down")
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.drainAndClose(websocket.StatusGoingAway, "server shutting down", 2*time.Second)
+		}()
 	}
+	wg.Wait()
 	s.stop()
 	s.writer.close()
 }

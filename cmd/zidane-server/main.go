@@ -201,8 +201,8 @@ func startCmd() *cobra.Command {
 			log.Info("shutting down")
 			sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 			defer cancel()
+			go hs.Shutdown(sctx) // stop accepting; hijacked WebSockets are the server's to close
 			srv.Shutdown(sctx)
-			hs.Shutdown(sctx)
 			log.Info("stopped")
 			return nil
 		},
