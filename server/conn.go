@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -199,6 +200,7 @@ func (c *conn) spawn(fn func()) {
 // run executes one request and returns the encoded answer, or nil for a notification.
 func (c *conn) run(req *protocol.Request) []byte {
 	res, err := c.call(req)
+	c.srv.metrics.observe(req.Method, err)
 	if req.IsNotification() {
 		return nil
 	}
@@ -365,6 +367,7 @@ func (c *conn) close(code websocket.StatusCode, reason string) {
 // B29), wakes the writer so it stops, and runs the close handshake: the close frame is written
 // once the frame in flight (if any) is out, bounded by coder/websocket's 5 s close timeouts.
 func (c *conn) finishClose(code websocket.StatusCode, reason string) {
+	c.srv.metrics.closes.WithLabelValues(strconv.Itoa(int(code))).Inc()
 	c.cancel()
 	select {
 	case c.qwake <- struct{}{}:

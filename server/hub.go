@@ -56,6 +56,8 @@ type hub struct {
 	total  int
 	tick   uint64
 	conns  map[*conn]struct{}
+
+	published interface{ Inc() } // the metrics counter, when set
 }
 
 func newHub(epoch string, limits ReplayLimits) *hub {
@@ -84,6 +86,9 @@ func (h *hub) publish(sig protocol.Signal, origin *conn) (int64, error) {
 		return 0, err
 	}
 	spec := protocol.LookupSignal(sig.SignalKind())
+	if h.published != nil {
+		h.published.Inc()
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	var seq int64

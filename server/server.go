@@ -121,6 +121,7 @@ type Server struct {
 	runs      *runtime
 	writer    *transcriptWriter
 	pairs     *pairLimiter
+	metrics   *metrics
 
 	connsMu  sync.Mutex
 	conns    map[*conn]struct{}
@@ -160,6 +161,8 @@ func New(ctx context.Context, cfg Config, st *store.Store) (*Server, error) {
 	}
 	s.hub = newHub(s.epoch, cfg.Limits.Replay)
 	s.pairs = newPairLimiter()
+	s.metrics = newMetrics(s)
+	s.hub.published = s.metrics.signals
 	s.writer = newTranscriptWriter(st, s.log)
 	s.runs = newRuntime(s)
 	s.handlers = &handlers{s: s}
@@ -194,8 +197,10 @@ func (s *Server) track(c *conn, add bool) {
 	defer s.connsMu.Unlock()
 	if add {
 		s.conns[c] = struct{}{}
+		s.metrics.connections.Inc()
 	} else {
 		delete(s.conns, c)
+		s.metrics.connections.Dec()
 	}
 }
 
@@ -223,6 +228,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			"appVersion": Version, "protocolVersion": protocol.ProtocolVersion,
 			"minProtocolVersion": protocol.MinProtocolVersion, "schemaHash": protocol.SchemaHash,
 		})
+	case r.Method == http.MethodGet && r.URL.Path == "/metrics":
+		s.serveMetrics(w, r)
 	case r.URL.Path == "/zidane/pair":
 		s.servePair(w, r)
 	case r.Method == http.MethodGet && r.URL.Path == "/protocol.json":

@@ -1,0 +1,76 @@
+package server
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/zidane-server/zidane/protocol"
+)
+
+// metrics are the server's Prometheus metrics, served at GET /metrics to loopback clients and to
+// admin tokens (docs/security.md).
+type metrics struct {
+	reg         *prometheus.Registry
+	connections prometheus.Gauge
+	requests    *prometheus.CounterVec // by method (known methods only) and outcome
+	signals     prometheus.Counter
+	closes      *prometheus.CounterVec // by close code the server sent
+	handler     http.Handler
+}
+
+func newMetrics(s *Server) *metrics {
+	reg := prometheus.NewRegistry()
+	m := &metrics{
+		reg: reg,
+		connections: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "zidane_connections", Help: "Open WebSocket connections.",
+		}),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "zidane_requests_total", Help: "JSON-RPC requests and notifications handled, by method and outcome (ok or the error code).",
+		}, []string{"method", "outcome"}),
+		signals: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "zidane_signals_published_total", Help: "ipc.signal notifications published (each is encoded once for every connection).",
+		}),
+		closes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "zidane_closes_total", Help: "Connections the server closed, by WebSocket close code.",
+		}, []string{"code"}),
+	}
+	reg.MustRegister(m.connections, m.requests, m.signals, m.closes,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+	return m
+}
+
+// observe counts one handled request; unknown method names share one label value.
+func (m *metrics) observe(method string, err error) {
+	if protocol.LookupMethod(method) == nil {
+		method = "unknown"
+	}
+	outcome := "ok"
+	if err != nil {
+		outcome = strconv.Itoa(toRPCError(err).Code)
+	}
+	m.requests.WithLabelValues(method, outcome).Inc()
+}
+
+// serveMetrics answers GET /metrics for loopback clients and admin tokens; others get 404 so the
+// endpoint is not advertised on a public port.
+func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {
+	if ip := net.ParseIP(remoteIP(r)); ip == nil || !ip.IsLoopback() {
+		ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+		defer cancel()
+		tok, status := s.authenticate(r.WithContext(ctx))
+		if status != 0 || tok.Scope != string(protocol.ScopeAdmin) {
+			plainText(w, http.StatusNotFound, "Not found.")
+			return
+		}
+	}
+	s.metrics.handler.ServeHTTP(w, r)
+}
