@@ -3,7 +3,7 @@ SHELL := /bin/bash
 GO ?= go
 LISTEN ?= 127.0.0.1:4380
 
-.PHONY: all generate check-generated build run test test-go test-ts fuzz bench bootstrap release-schema clean
+.PHONY: all generate check-generated build run test fuzz soak bench bootstrap release-schema clean
 
 all: build
 
@@ -31,6 +31,10 @@ test:
 ## fuzz: run each fuzz target for FUZZTIME (default 30s)
 fuzz:
 	scripts/fuzz.sh $${FUZZTIME:-30s}
+
+## soak: 500 connections of valid and invalid frames for 60 s against the real binary (loopback)
+soak:
+	ZIDANE_SOAK=1 $(GO) test -count=1 -timeout 10m -run TestSoak -v ./e2e/ | grep -E 'soak:|^(---|ok|FAIL)'
 
 ## bench: benchmarks with ratios against their baselines
 bench:
