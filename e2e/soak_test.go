@@ -69,7 +69,9 @@ func wantCode(code int) func(frame) error {
 var soakCases = []soakCase{
 	{"ping", false, func(id int) string { return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"$/ping","params":{}}`, id) }, wantResult},
 	{"info", false, func(id int) string { return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"daemon.info"}`, id) }, wantResult},
-	{"list", false, func(id int) string { return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"sessions.list","params":{}}`, id) }, wantResult},
+	{"list", false, func(id int) string {
+		return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"sessions.list","params":{}}`, id)
+	}, wantResult},
 	{"notification", false, func(int) string { return `{"jsonrpc":"2.0","method":"$/ping","params":{}}` }, nil},
 	{"parse error", true, func(id int) string { return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":`, id) }, wantCode(-32700)},
 	{"trailing data", true, func(id int) string { return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"$/ping"} x`, id) }, wantCode(-32700)},
@@ -78,8 +80,12 @@ var soakCases = []soakCase{
 	{"bad params", true, func(id int) string {
 		return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"sessions.get","params":{"sessionId":7}}`, id)
 	}, wantCode(-32602)},
-	{"params array", true, func(id int) string { return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"sessions.list","params":[1]}`, id) }, wantCode(-32602)},
-	{"forbidden", true, func(id int) string { return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tokens.list","params":{}}`, id) }, wantCode(-32013)},
+	{"params array", true, func(id int) string {
+		return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"sessions.list","params":[1]}`, id)
+	}, wantCode(-32602)},
+	{"forbidden", true, func(id int) string {
+		return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tokens.list","params":{}}`, id)
+	}, wantCode(-32013)},
 	{"unknown session", true, func(id int) string {
 		return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"sessions.get","params":{"sessionId":"nope"}}`, id)
 	}, wantCode(-32014)},
