@@ -104,6 +104,12 @@ func compareSchema(add func(string, ...any), where string, o, n map[string]any, 
 				add("%s: enum value %v was removed", where, v)
 			}
 		}
+		sinces := asMap(n["x-enum-since"])
+		for _, v := range nv {
+			if s, _ := v.(string); !containsAny(ov, v) && sinces[s] == nil {
+				add("%s: enum value %v is new but has no since (add it to x-enum-since)", where, v)
+			}
+		}
 	}
 	if ov, ok := o["oneOf"].([]any); ok {
 		nv, _ := n["oneOf"].([]any)

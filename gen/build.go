@@ -251,10 +251,17 @@ func (l *loader) typ(n *node, fn, where, name string, named bool) *Type {
 	}
 	t := &Type{Description: n.getStr("description"), Deprecated: n.getStr("deprecated"), Since: n.getInt("since"), Format: n.getStr("format"), Where: where, Experimental: n.getStr("stability") == "experimental"}
 	if x := n.getStr("x-go-name"); x != "" {
-		if x == name {
-			l.fail(where+"/x-go-name", "x-go-name %q equals the mechanical name; remove it", x)
+		switch {
+		case isPropertyPath(where):
+			// A member's x-go-name renames its Go field; the caller applied it.
+		case isDefsEntry(where) || isSignalPath(where):
+			if x == name {
+				l.fail(where+"/x-go-name", "x-go-name %q equals the mechanical name; remove it", x)
+			}
+			name = x
+		default:
+			l.fail(where+"/x-go-name", "x-go-name has no effect here: it renames a $defs type, a signal, a method or a member; remove it")
 		}
-		name = x
 	}
 	tv := n.get("type")
 	var typeName string
@@ -334,6 +341,26 @@ func (l *loader) typ(n *node, fn, where, name string, named bool) *Type {
 				}
 			}
 		}
+		if sinces := n.get("x-enum-since"); sinces != nil {
+			for _, k := range sinces.keys {
+				if !contains(n.strings("enum"), k) {
+					l.fail(where+"/x-enum-since", "x-enum-since names %q, which is not an enum value; remove it", k)
+				}
+			}
+		}
+		for i := range t.Enum {
+			t.Enum[i].Since = t.Since
+			if v := n.get("x-enum-since").get(t.Enum[i].Value); v != nil {
+				since, _ := v.num.Int64()
+				t.Enum[i].Since = int(since)
+				if int(since) < t.Since {
+					l.fail(where+"/x-enum-since", "enum value %q says since %d, before its type (since %d)", t.Enum[i].Value, since, t.Since)
+				}
+				if int(since) > l.p.Version {
+					l.fail(where+"/x-enum-since", "enum value %q says since %d, above protocolVersion %d", t.Enum[i].Value, since, l.p.Version)
+				}
+			}
+		}
 		register()
 		for _, ev := range t.Enum {
 			if named {
@@ -367,7 +394,10 @@ func (l *loader) typ(n *node, fn, where, name string, named bool) *Type {
 				pw := where + "/properties/" + k
 				pn := props.vals[k]
 				gn := goName(k)
-				if x := pn.getStr("x-go-name"); x != "" && pn.has("$ref") {
+				if x := pn.getStr("x-go-name"); x != "" {
+					if x == gn {
+						l.fail(pw+"/x-go-name", "x-go-name %q equals the mechanical name; remove it", x)
+					}
 					gn = x
 				}
 				if gn == "" {
@@ -428,6 +458,24 @@ func (l *loader) typ(n *node, fn, where, name string, named bool) *Type {
 		t.K = kAny
 	}
 	return t
+}
+
+// isPropertyPath reports whether where is an object member (…/properties/<name>).
+func isPropertyPath(where string) bool {
+	i := strings.LastIndex(where, "/properties/")
+	return i >= 0 && !strings.Contains(where[i+len("/properties/"):], "/")
+}
+
+// isDefsEntry reports whether where is a $defs entry itself (…#/$defs/<Name>).
+func isDefsEntry(where string) bool {
+	i := strings.LastIndex(where, "#/$defs/")
+	return i >= 0 && !strings.Contains(where[i+len("#/$defs/"):], "/")
+}
+
+// isSignalPath reports whether where is a signal entry itself (…#/signals/<kind>).
+func isSignalPath(where string) bool {
+	i := strings.LastIndex(where, "#/signals/")
+	return i >= 0 && !strings.Contains(where[i+len("#/signals/"):], "/")
 }
 
 // isInlineNamed reports whether an inline schema defines a struct or enum that needs a Go name.

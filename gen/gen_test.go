@@ -63,7 +63,7 @@ func TestDeterministic(t *testing.T) {
 
 // TestGolden compares the fixture outputs with gen/testdata/fixtures/*/golden (go test ./gen -update rewrites them).
 func TestGolden(t *testing.T) {
-	for _, name := range []string{"full"} {
+	for _, name := range []string{"minimal", "full"} {
 		t.Run(name, func(t *testing.T) {
 			out := generateFiles(t, loadFixture(t, name))
 			dir := filepath.Join("testdata", "fixtures", name, "golden")
@@ -240,6 +240,15 @@ func TestBadSchemas(t *testing.T) {
 		{"unknown error", func(m map[string]any) { obj(m, "methods", "things.put")["errors"] = []any{"Nope"} }, `unknown error "Nope"`},
 		{"unknown scope", func(m map[string]any) { obj(m, "methods", "things.put")["scope"] = "root" }, `unknown scope "root"`},
 		{"redundant x-go-name", func(m map[string]any) { obj(m, "methods", "things.put")["x-go-name"] = "ThingsPut" }, `x-go-name "ThingsPut" equals the mechanical name`},
+		{"x-go-name without effect", func(m map[string]any) {
+			obj(m, "$defs", "Tree", "properties", "children", "items")["x-go-name"] = "Kid"
+		}, "x-go-name has no effect here"},
+		{"redundant field x-go-name", func(m map[string]any) {
+			obj(m, "$defs", "Tree", "properties", "parent")["x-go-name"] = "Parent"
+		}, `x-go-name "Parent" equals the mechanical name`},
+		{"enum since names no value", func(m map[string]any) {
+			obj(m, "$defs", "Unit")["x-enum-since"] = map[string]any{"GHz": 16}
+		}, `x-enum-since names "GHz", which is not an enum value`},
 		{"inline union", func(m map[string]any) {
 			obj(m, "methods", "things.put", "params", "properties")["shape2"] = map[string]any{"since": 1, "oneOf": []any{map[string]any{"$ref": "#/$defs/Circle"}}}
 		}, "a union (oneOf) must be a named type under $defs"},
@@ -324,8 +333,17 @@ func TestBreakingChanges(t *testing.T) {
 			u := obj(m, "$defs", "Unit")
 			u["enum"] = []any{"mHz", "MHz", "GHz"}
 			obj(u, "x-enum-names")["GHz"] = "Gigahertz"
+			u["x-enum-since"] = map[string]any{"GHz": 16}
 		}))
 		assert.Empty(t, out)
+	})
+	t.Run("new enum value without since", func(t *testing.T) {
+		out := check(t, edit(t, "things.json", func(m map[string]any) {
+			u := obj(m, "$defs", "Unit")
+			u["enum"] = []any{"mHz", "MHz", "GHz"}
+			obj(u, "x-enum-names")["GHz"] = "Gigahertz"
+		}))
+		assert.Contains(t, strings.Join(out, "\n"), "enum value GHz is new but has no since")
 	})
 	t.Run("bumped version allows breaks", func(t *testing.T) {
 		files := edit(t, "things.json", func(m map[string]any) { delete(obj(m, "methods"), "things.clear") })

@@ -325,7 +325,7 @@ func (g *goEmitter) emitEnum(f *jen.File, t *Type) {
 	var consts []jen.Code
 	var cases []jen.Code
 	for _, ev := range t.Enum {
-		consts = append(consts, jen.Comment(fmt.Sprintf("%s%s is %q.", t.Name, ev.GoName, ev.Value)))
+		consts = append(consts, jen.Comment(fmt.Sprintf("%s%s is %q (since protocol version %d).", t.Name, ev.GoName, ev.Value, ev.Since)))
 		consts = append(consts, jen.Id(t.Name+ev.GoName).Id(t.Name).Op("=").Lit(ev.Value))
 		cases = append(cases, jen.Id(t.Name+ev.GoName))
 	}

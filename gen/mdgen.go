@@ -92,7 +92,11 @@ func MarkdownFile(p *Protocol) []byte {
 		case kEnum:
 			var vs []string
 			for _, e := range t.Enum {
-				vs = append(vs, "`"+e.Value+"`")
+				v := "`" + e.Value + "`"
+				if e.Since != t.Since {
+					v += fmt.Sprintf(" (since %d)", e.Since)
+				}
+				vs = append(vs, v)
 			}
 			w("One of %s. Open: readers accept values they do not know.\n\n", strings.Join(vs, ", "))
 		case kUnion:

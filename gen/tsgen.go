@@ -54,12 +54,19 @@ func TSFile(p *Protocol) []byte {
 				vals = append(vals, fmt.Sprintf("%q", ev.Value))
 			}
 			w("export type %s = %s | (string & {})\n\n", t.Name, strings.Join(vals, " | "))
-			w("/** The values of %s this build knows. */\nexport const %sValues = [%s] as const\n\n", t.Name, t.Name, strings.Join(vals, ", "))
+			var sinces []string
+			for _, ev := range t.Enum {
+				sinces = append(sinces, fmt.Sprintf("%s since %d", ev.Value, ev.Since))
+			}
+			w("/** The values of %s this build knows (%s). */\nexport const %sValues = [%s] as const\n\n", t.Name, strings.Join(sinces, ", "), t.Name, strings.Join(vals, ", "))
 		case kUnion:
 			tsDoc(&b, "", t.Description+" Discriminated on kind; readers ignore kinds they do not know.", t.Since, t.Deprecated, t.Experimental)
 			w("export type %s =\n", t.Name)
 			for _, v := range t.Variants {
 				w("  | %s\n", v)
+			}
+			if len(t.Variants) == 0 {
+				w("  never\n")
 			}
 			w("\n")
 		}

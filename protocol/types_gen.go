@@ -228,11 +228,11 @@ type ForbiddenErrorData struct {
 type HostKind string
 
 const (
-	// HostKindServer is "server".
+	// HostKindServer is "server" (since protocol version 16).
 	HostKindServer HostKind = "server"
-	// HostKindDesktop is "desktop".
+	// HostKindDesktop is "desktop" (since protocol version 16).
 	HostKindDesktop HostKind = "desktop"
-	// HostKindDaemon is "daemon".
+	// HostKindDaemon is "daemon" (since protocol version 16).
 	HostKindDaemon HostKind = "daemon"
 )
 
@@ -511,9 +511,9 @@ func (x *ReplayedSignal) UnmarshalJSON(b []byte) error {
 type ResumeFailure string
 
 const (
-	// ResumeFailureEpoch is "epoch".
+	// ResumeFailureEpoch is "epoch" (since protocol version 16).
 	ResumeFailureEpoch ResumeFailure = "epoch"
-	// ResumeFailureGap is "gap".
+	// ResumeFailureGap is "gap" (since protocol version 16).
 	ResumeFailureGap ResumeFailure = "gap"
 )
 
@@ -748,11 +748,11 @@ type SessionPresence struct {
 type SessionStatus string
 
 const (
-	// SessionStatusIdle is "idle".
+	// SessionStatusIdle is "idle" (since protocol version 16).
 	SessionStatusIdle SessionStatus = "idle"
-	// SessionStatusRunning is "running".
+	// SessionStatusRunning is "running" (since protocol version 16).
 	SessionStatusRunning SessionStatus = "running"
-	// SessionStatusError is "error".
+	// SessionStatusError is "error" (since protocol version 16).
 	SessionStatusError SessionStatus = "error"
 )
 

@@ -182,7 +182,7 @@ export interface ForbiddenErrorData {
  */
 export type HostKind = "server" | "desktop" | "daemon" | (string & {})
 
-/** The values of HostKind this build knows. */
+/** The values of HostKind this build knows (server since 16, desktop since 16, daemon since 16). */
 export const HostKindValues = ["server", "desktop", "daemon"] as const
 
 export interface IPCHelloParams {
@@ -407,7 +407,7 @@ export interface ReplayedSignal {
  */
 export type ResumeFailure = "epoch" | "gap" | (string & {})
 
-/** The values of ResumeFailure this build knows. */
+/** The values of ResumeFailure this build knows (epoch since 16, gap since 16). */
 export const ResumeFailureValues = ["epoch", "gap"] as const
 
 /**
@@ -609,7 +609,7 @@ export interface SessionPresence {
  */
 export type SessionStatus = "idle" | "running" | "error" | (string & {})
 
-/** The values of SessionStatus this build knows. */
+/** The values of SessionStatus this build knows (idle since 16, running since 16, error since 16). */
 export const SessionStatusValues = ["idle", "running", "error"] as const
 
 export interface SessionsCreateParams {
