@@ -123,6 +123,11 @@ func Dial(ctx context.Context, url string, opts Options) (*Client, error) {
 		c.Close()
 		return nil, err
 	}
+	if n := hello.NegotiatedProtocolVersion; n < protocol.MinProtocolVersion || n > protocol.ProtocolVersion {
+		c.conn.Close(4001, "negotiated protocol version outside the client's range")
+		c.fail(ErrClosed)
+		return nil, fmt.Errorf("zidane client: the server chose protocol v%d, outside this client's v%d–v%d; upgrade the client", n, protocol.MinProtocolVersion, protocol.ProtocolVersion)
+	}
 	c.hello = hello
 	return c, nil
 }
