@@ -22,6 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/zidane-server/zidane/server/store"
+	"github.com/zidane-server/zidane/protocol"
 	"github.com/zidane-server/zidane/server/store/storetest"
 )
 
@@ -88,6 +89,49 @@ type testConn struct {
 	once   sync.Once
 	// skipped holds the ipc.signal frames nextAnswer passed over, for runSignals.
 	skipped [][]byte
+	// methods maps request ids to methods, for the contract check of results.
+	methods sync.Map
+}
+
+// contract validates every result, signal and error the server sends in these tests strictly
+// against the schema (issue: contract tests): a member the schema lacks, or a missing required
+// one, fails the test that received it.
+var contract = func() *protocol.Contract {
+	c, err := protocol.NewContract()
+	if err != nil {
+		panic(err)
+	}
+	return c
+}()
+
+func (c *testConn) checkContract(b []byte) {
+	var f struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+		Params json.RawMessage `json:"params"`
+		Result json.RawMessage `json:"result"`
+		Error  *protocol.Error `json:"error"`
+	}
+	if json.Unmarshal(b, &f) != nil {
+		return // batch answers are checked by the tests that send batches
+	}
+	switch {
+	case f.Method == "ipc.signal":
+		if err := contract.CheckSignal(f.Params); err != nil {
+			c.t.Errorf("contract: %v", err)
+		}
+	case f.Error != nil:
+		c.methods.Delete(string(f.ID))
+		if err := contract.CheckError(f.Error); err != nil {
+			c.t.Errorf("contract: %v", err)
+		}
+	case f.Result != nil:
+		if m, ok := c.methods.LoadAndDelete(string(f.ID)); ok {
+			if err := contract.CheckResult(m.(string), f.Result); err != nil {
+				c.t.Errorf("contract: %v", err)
+			}
+		}
+	}
 }
 
 // dial connects with Authorization: Bearer and starts the reader.
@@ -158,6 +202,7 @@ func (c *testConn) startReader() {
 				}
 				c.frames = append(c.frames, data)
 				c.mu.Unlock()
+				c.checkContract(data)
 				c.notify()
 			}
 		}()
@@ -174,6 +219,13 @@ func (c *testConn) notify() {
 // send writes one text frame.
 func (c *testConn) send(raw string) {
 	c.t.Helper()
+	var req struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+	}
+	if json.Unmarshal([]byte(raw), &req) == nil && req.ID != nil && protocol.LookupMethod(req.Method) != nil {
+		c.methods.Store(string(req.ID), req.Method)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	require.NoError(c.t, c.ws.Write(ctx, websocket.MessageText, []byte(raw)))
