@@ -6,6 +6,7 @@
 //	zidane-server token list
 //	zidane-server token revoke NAME
 //	zidane-server pair --scope chat|admin [--ttl 10m]
+//	zidane-server migrate
 //	zidane-server version
 package main
 
@@ -99,8 +100,28 @@ func rootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(startCmd(), tokenCmd(), pairCmd(), versionCmd())
+	root.AddCommand(startCmd(), tokenCmd(), pairCmd(), migrateCmd(), versionCmd())
 	return root
+}
+
+func migrateCmd() *cobra.Command {
+	var db dbFlags
+	cmd := &cobra.Command{
+		Use:   "migrate",
+		Short: "Apply the database migrations and exit (start applies them too)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			_, closeDB, err := db.open(cmd.Context(), logger()) // Open migrates
+			if err != nil {
+				return err
+			}
+			closeDB()
+			fmt.Println("migrations applied")
+			return nil
+		},
+	}
+	db.add(cmd)
+	return cmd
 }
 
 func versionCmd() *cobra.Command {
@@ -128,6 +149,7 @@ func startCmd() *cobra.Command {
 	var roots, origins []string
 	var stepDelay time.Duration
 	var unixSocket string
+	var limits server.Limits
 	cmd := &cobra.Command{
 		Use:   "start",
 		Short: "Start the server (on a managed local Postgres unless --database-url or DATABASE_URL is set)",
@@ -155,7 +177,7 @@ func startCmd() *cobra.Command {
 				return err
 			}
 			defer closeDB()
-			cfg := server.Config{WorkspaceRoots: roots, AllowedOrigins: origins, DataDir: db.dataDir, StepDelay: stepDelay, Logger: log}
+			cfg := server.Config{WorkspaceRoots: roots, AllowedOrigins: origins, DataDir: db.dataDir, StepDelay: stepDelay, Logger: log, Limits: limits}
 			if db.databaseURL != "" {
 				cfg.DatabaseURL = db.databaseURL
 			}
@@ -212,6 +234,11 @@ func startCmd() *cobra.Command {
 	cmd.Flags().StringArrayVar(&roots, "workspace-root", nil, "folder sessions may work in (repeatable; default the current directory)")
 	cmd.Flags().StringArrayVar(&origins, "allowed-origin", nil, "browser origin allowed to connect, scheme://host[:port] (repeatable; also $ZIDANE_SERVER_ALLOWED_ORIGINS, comma-separated)")
 	cmd.Flags().StringVar(&unixSocket, "unix-socket", "", "also serve the protocol on this unix socket (mode 0600)")
+	cmd.Flags().Int64Var(&limits.MaxMessageBytes, "max-message-bytes", 16<<20, "largest WebSocket message in either direction, in bytes (larger incoming: close 1009; larger answer: -32012)")
+	cmd.Flags().IntVar(&limits.ConcurrentRequests, "concurrent-requests", 16, "requests one connection may run at once")
+	cmd.Flags().DurationVar(&limits.HelloTimeout, "hello-timeout", 30*time.Second, "close (1008) a connection that sends no ipc.hello within this time")
+	cmd.Flags().DurationVar(&limits.RequestTimeout, "request-timeout", 60*time.Second, "longest a request's handler may run")
+	cmd.Flags().IntVar(&limits.SendQueueBytes, "send-queue-bytes", 64<<20, "outgoing bytes queued per connection before it is closed with 1013 (the client resumes)")
 	cmd.Flags().DurationVar(&stepDelay, "scripted-step-delay", 0, "pause between the scripted provider's streamed pieces (for demos and tests)")
 	cmd.Flags().MarkHidden("scripted-step-delay")
 	return cmd
