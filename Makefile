@@ -38,7 +38,7 @@ soak:
 
 ## bench: benchmarks with ratios against their baselines
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./protocol/ ./server/...
+	scripts/bench.sh
 
 ## release-schema: snapshot the bundled schema as schema/releases/v<protocolVersion>.json
 release-schema:
