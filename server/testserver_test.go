@@ -21,8 +21,8 @@ import (
 	"github.com/coder/websocket"
 	"github.com/stretchr/testify/require"
 
-	"github.com/zidane-server/zidane/server/store"
 	"github.com/zidane-server/zidane/protocol"
+	"github.com/zidane-server/zidane/server/store"
 	"github.com/zidane-server/zidane/server/store/storetest"
 )
 
