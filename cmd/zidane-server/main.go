@@ -58,7 +58,7 @@ func (f *dbFlags) resolve() {
 		f.databaseURL = os.Getenv("DATABASE_URL")
 	}
 	if f.dataDir == "" {
-		f.dataDir = store.DefaultDataDir()
+		f.dataDir = client.DefaultDataDir()
 	}
 }
 

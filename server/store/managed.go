@@ -101,25 +101,6 @@ func isExecutable(p string) bool {
 	return err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0
 }
 
-// DefaultDataDir returns the default data directory: $ZIDANE_SERVER_HOME if
-// set; /var/lib/zidane-server when running as root; otherwise
-// $XDG_DATA_HOME/zidane-server or ~/.local/share/zidane-server.
-func DefaultDataDir() string {
-	if d := os.Getenv("ZIDANE_SERVER_HOME"); d != "" {
-		return d
-	}
-	if os.Geteuid() == 0 {
-		return "/var/lib/zidane-server"
-	}
-	if d := os.Getenv("XDG_DATA_HOME"); d != "" {
-		return filepath.Join(d, "zidane-server")
-	}
-	home, err := os.UserHomeDir()
-	if err != nil || home == "" {
-		home = "."
-	}
-	return filepath.Join(home, ".local", "share", "zidane-server")
-}
 
 // runAs is the unprivileged account PostgreSQL runs as when we are root.
 type runAs struct {

@@ -140,14 +140,3 @@ func TestManagedRootBlockedParent(t *testing.T) {
 	assert.NoDirExists(t, filepath.Join(blocked, "data", "postgres"), "nothing initialised")
 }
 
-func TestDefaultDataDir(t *testing.T) {
-	t.Setenv("ZIDANE_SERVER_HOME", "/srv/zs")
-	assert.Equal(t, "/srv/zs", store.DefaultDataDir())
-	t.Setenv("ZIDANE_SERVER_HOME", "")
-	t.Setenv("XDG_DATA_HOME", "/xdg")
-	if os.Geteuid() == 0 {
-		assert.Equal(t, "/var/lib/zidane-server", store.DefaultDataDir())
-	} else {
-		assert.Equal(t, "/xdg/zidane-server", store.DefaultDataDir())
-	}
-}
