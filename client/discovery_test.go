@@ -41,4 +41,3 @@ func TestReadDaemonFile(t *testing.T) {
 	_, err = ReadDaemonFile(dir)
 	assert.ErrorContains(t, err, "which is not running")
 }
-

@@ -101,7 +101,6 @@ func isExecutable(p string) bool {
 	return err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0
 }
 
-
 // runAs is the unprivileged account PostgreSQL runs as when we are root.
 type runAs struct {
 	name     string

@@ -139,4 +139,3 @@ func TestManagedRootBlockedParent(t *testing.T) {
 	assert.Contains(t, msg, "--data-dir /var/lib/zidane-server")
 	assert.NoDirExists(t, filepath.Join(blocked, "data", "postgres"), "nothing initialised")
 }
-
