@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -382,11 +381,6 @@ func (c *conn) isClosing() bool {
 	return c.closing
 }
 
-// encodeJSON is json.Marshal for values known to encode.
-func encodeJSON(v any) json.RawMessage {
-	b, _ := json.Marshal(v)
-	return b
-}
 
 // drainAndClose lets the writer send every queued frame (waiting at most d), then closes with
 // code: a graceful shutdown delivers the run:end signals before the 1001 close.
