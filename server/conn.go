@@ -381,7 +381,6 @@ func (c *conn) isClosing() bool {
 	return c.closing
 }
 
-
 // drainAndClose lets the writer send every queued frame (waiting at most d), then closes with
 // code: a graceful shutdown delivers the run:end signals before the 1001 close.
 func (c *conn) drainAndClose(code websocket.StatusCode, reason string, d time.Duration) {

@@ -54,8 +54,8 @@ func (s *Server) adminCommands() protocol.AdminCommands {
 		where = "--database-url " + shellQuote(redactURL(s.cfg.DatabaseURL))
 	}
 	return protocol.AdminCommands{
-		Token: "zidane-server token create --name admin --scope admin " + where,
-		Pair:  "zidane-server pair --scope admin " + where,
+		Token: shellQuote(s.cfg.Binary) + " token create --name admin --scope admin " + where,
+		Pair:  shellQuote(s.cfg.Binary) + " pair --scope admin " + where,
 	}
 }
 

@@ -96,6 +96,9 @@ type Config struct {
 	DataDir string
 	// DatabaseURL, when set, is passed to adminCommands instead of DataDir.
 	DatabaseURL string
+	// Binary is how adminCommands name the operator binary (its path when it is not on PATH);
+	// default "zidane-server".
+	Binary string
 	// Limits are the server's limits.
 	Limits Limits
 	// Logger logs; default slog.Default().
@@ -136,6 +139,9 @@ func New(ctx context.Context, cfg Config, st *store.Store) (*Server, error) {
 	cfg.Limits.defaults()
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.Binary == "" {
+		cfg.Binary = "zidane-server"
 	}
 	if len(cfg.WorkspaceRoots) == 0 {
 		wd, err := os.Getwd()

@@ -19,6 +19,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strconv"
@@ -49,7 +50,7 @@ type dbFlags struct {
 }
 
 func (f *dbFlags) add(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&f.dataDir, "data-dir", "", "data directory for the managed Postgres (default $ZIDANE_SERVER_HOME, /var/lib/zidane-server as root, else ~/.local/share/zidane-server)")
+	cmd.Flags().StringVar(&f.dataDir, "data-dir", "", "data directory: the managed Postgres and daemon.json (default $ZIDANE_SERVER_HOME, /var/lib/zidane-server as root, else $XDG_DATA_HOME/zidane-server or ~/.local/share/zidane-server)")
 	cmd.Flags().StringVar(&f.databaseURL, "database-url", "", "PostgreSQL URL (default $DATABASE_URL; without one, a managed local Postgres runs under the data directory)")
 }
 
@@ -177,7 +178,8 @@ func startCmd() *cobra.Command {
 				return err
 			}
 			defer closeDB()
-			cfg := server.Config{WorkspaceRoots: roots, AllowedOrigins: origins, DataDir: db.dataDir, StepDelay: stepDelay, Logger: log, Limits: limits}
+			self, cli := binaries()
+			cfg := server.Config{WorkspaceRoots: roots, AllowedOrigins: origins, DataDir: db.dataDir, StepDelay: stepDelay, Logger: log, Limits: limits, Binary: self}
 			if db.databaseURL != "" {
 				cfg.DatabaseURL = db.databaseURL
 			}
@@ -210,9 +212,9 @@ func startCmd() *cobra.Command {
 			}
 			fmt.Printf("zidane-server %s listening on ws://%s (health: http://%s/healthz)\n", server.Version, addr, addr)
 			fmt.Printf("host %s · signal epoch %s · workspace roots %s\n", srv.HostID(), srv.Epoch(), strings.Join(srvRoots(roots), ", "))
-			fmt.Printf("chat locally:  zidane -c \"Say hello.\"   (reads %s)\n", filepath.Join(db.dataDir, client.DaemonFileName))
-			fmt.Printf("mint a token:  zidane-server token create --name cli --scope chat %s\n", where)
-			fmt.Printf("then chat:     ZIDANE_URL=ws://%s ZIDANE_TOKEN=<token> zidane -c \"Say hello.\"\n", addr)
+			fmt.Printf("chat locally:  %s -c \"Say hello.\"   (reads %s)\n", cli, filepath.Join(db.dataDir, client.DaemonFileName))
+			fmt.Printf("mint a token:  %s token create --name cli --scope chat %s\n", self, where)
+			fmt.Printf("then chat:     ZIDANE_URL=ws://%s ZIDANE_TOKEN=<token> %s -c \"Say hello.\"\n", addr, cli)
 			select {
 			case <-ctx.Done():
 			case err := <-errc:
@@ -306,6 +308,41 @@ func listenUnix(path string) (net.Listener, error) {
 		return nil, err
 	}
 	return ln, nil
+}
+
+// binaries returns how to run this binary and the zidane client in printed commands: the bare
+// name when PATH finds this very file, else its path (relative to the working directory when
+// shorter, e.g. bin/zidane-server).
+func binaries() (self, cli string) {
+	self, cli = "zidane-server", "zidane"
+	exe, err := os.Executable()
+	if err != nil {
+		return
+	}
+	exe, _ = filepath.EvalSymlinks(exe)
+	if p, err := exec.LookPath("zidane-server"); err == nil {
+		if rp, _ := filepath.EvalSymlinks(p); rp == exe {
+			return
+		}
+	}
+	short := func(p string) string {
+		if wd, err := os.Getwd(); err == nil {
+			if rel, err := filepath.Rel(wd, p); err == nil && !strings.HasPrefix(rel, "..") {
+				return rel
+			}
+		}
+		return p
+	}
+	self = short(exe)
+	if c := filepath.Join(filepath.Dir(exe), "zidane"); isFile(c) {
+		cli = short(c)
+	}
+	return
+}
+
+func isFile(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && !fi.IsDir()
 }
 
 func srvRoots(roots []string) []string {
@@ -425,7 +462,7 @@ func pairCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(os.Stderr, "%s pairing code, single use, valid until %s:\n", scope, exp.Format(time.Kitchen))
+			fmt.Fprintf(os.Stderr, "%s pairing code, single use, valid until %s (%s):\n", scope, exp.Format("2006-01-02 15:04:05 MST"), ttl)
 			fmt.Println(code)
 			fmt.Fprintf(os.Stderr, "redeem: curl -X POST http://<server>/zidane/pair -d '{\"code\":\"%s\",\"name\":\"my-laptop\"}'\n", code)
 			return nil
