@@ -37,6 +37,8 @@ type conn struct {
 	closing  bool
 	closeErr error
 	wg       sync.WaitGroup
+
+	viewing atomic.Pointer[string] // the session this connection last opened (presence "windows")
 }
 
 type connKey struct{}

@@ -245,6 +245,7 @@ func (h sessionsHandler) Get(ctx context.Context, p *protocol.SessionsGetParams)
 	if err != nil {
 		return nil, err
 	}
+	h.s.setView(connFrom(ctx), x.ID)
 	return h.s.sessionOut(x), nil
 }
 
@@ -253,6 +254,7 @@ func (h sessionsHandler) LoadEvents(ctx context.Context, p *protocol.SessionsLoa
 	if _, err := h.s.getSession(ctx, p.SessionID, "List the sessions with sessions.list."); err != nil {
 		return nil, err
 	}
+	h.s.setView(connFrom(ctx), p.SessionID)
 	h.s.writer.flushSession(ctx, p.SessionID)
 	res := &protocol.SessionsLoadEventsResult{Exact: true, Events: []protocol.StreamEvent{}}
 	var rows []store.EventRow
@@ -320,6 +322,7 @@ func (h chatHandler) Send(ctx context.Context, p *protocol.ChatSendParams) (*pro
 	if err != nil {
 		return nil, err
 	}
+	h.s.setView(connFrom(ctx), x.ID)
 	runID, err := h.s.runs.start(ctx, x, p.Prompt, connFrom(ctx))
 	if err != nil {
 		return nil, err

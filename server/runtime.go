@@ -141,17 +141,29 @@ func (r *runtime) emit(sessionID string, ev protocol.StreamEvent, origin *conn) 
 	r.s.hub.publish(&protocol.EventSignal{SessionID: sessionID, Event: ev}, origin)
 }
 
+// publishPresence sends presence:changed: every session that runs or that a connection views,
+// with how many connections view it.
 func (r *runtime) publishPresence() {
+	running := map[string]bool{}
 	r.mu.Lock()
-	ids := make([]string, 0, len(r.active))
 	for id := range r.active {
-		ids = append(ids, id)
+		running[id] = true
 	}
 	r.mu.Unlock()
+	windows := r.s.views()
+	ids := make([]string, 0, len(running)+len(windows))
+	for id := range running {
+		ids = append(ids, id)
+	}
+	for id := range windows {
+		if !running[id] {
+			ids = append(ids, id)
+		}
+	}
 	sort.Strings(ids)
 	ps := make([]protocol.SessionPresence, 0, len(ids))
 	for _, id := range ids {
-		ps = append(ps, protocol.SessionPresence{SessionID: id, Running: true})
+		ps = append(ps, protocol.SessionPresence{SessionID: id, Running: running[id], Windows: windows[id]})
 	}
 	r.s.hub.publish(&protocol.PresenceChangedSignal{Sessions: ps}, nil)
 }

@@ -176,6 +176,31 @@ func New(ctx context.Context, cfg Config, st *store.Store) (*Server, error) {
 	return s, nil
 }
 
+// views counts, per session, the connections that view it (presence "windows").
+func (s *Server) views() map[string]int {
+	out := map[string]int{}
+	s.connsMu.Lock()
+	for c := range s.conns {
+		if v := c.viewing.Load(); v != nil {
+			out[*v]++
+		}
+	}
+	s.connsMu.Unlock()
+	return out
+}
+
+// setView records that c now shows sessionID (it opened, resumed or prompted it) and publishes
+// presence when that changed. A connection views one session at a time, like an app window.
+func (s *Server) setView(c *conn, sessionID string) {
+	if c == nil {
+		return
+	}
+	if old := c.viewing.Swap(&sessionID); old != nil && *old == sessionID {
+		return
+	}
+	s.runs.publishPresence()
+}
+
 // closeTokenConns closes, with 1008, every connection authenticated by a revoked token.
 func (s *Server) closeTokenConns(tokenID string) {
 	s.connsMu.Lock()
@@ -200,13 +225,16 @@ func (s *Server) Epoch() string { return s.epoch }
 
 func (s *Server) track(c *conn, add bool) {
 	s.connsMu.Lock()
-	defer s.connsMu.Unlock()
 	if add {
 		s.conns[c] = struct{}{}
 		s.metrics.connections.Inc()
 	} else {
 		delete(s.conns, c)
 		s.metrics.connections.Dec()
+	}
+	s.connsMu.Unlock()
+	if !add && c.viewing.Load() != nil && s.baseCtx.Err() == nil {
+		s.runs.publishPresence() // its window closed
 	}
 }
 

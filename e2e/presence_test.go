@@ -1,0 +1,63 @@
+package e2e
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/stretchr/testify/require"
+
+	"github.com/zidane-server/zidane/server/store/storetest"
+)
+
+// waitPresence reads frames until a presence:changed shows the session with the given windows.
+func waitPresence(t *testing.T, c *wsConn, sid string, windows int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		f := c.next(time.Until(deadline))
+		if f.Method != "ipc.signal" {
+			continue
+		}
+		var p struct {
+			Kind     string `json:"kind"`
+			Sessions []struct {
+				SessionID string `json:"sessionId"`
+				Windows   int    `json:"windows"`
+			} `json:"sessions"`
+		}
+		require.NoError(t, json.Unmarshal(f.Params, &p))
+		if p.Kind != "presence:changed" {
+			continue
+		}
+		got := 0
+		for _, s := range p.Sessions {
+			if s.SessionID == sid {
+				got = s.Windows
+			}
+		}
+		if got == windows {
+			return
+		}
+	}
+	t.Fatalf("no presence:changed with %d windows on %s", windows, sid)
+}
+
+// TestPresenceWindows: presence:changed counts the connections that view a session, and drops a
+// connection's window when it closes.
+func TestPresenceWindows(t *testing.T) {
+	s := startServer(t, serverOpts{dbURL: storetest.URL(t)})
+	tok := s.mintToken("presence", "chat")
+	a := dial(t, s, tok)
+	a.hello()
+	sid, _ := createSession(t, a)
+	a.result("sessions.get", map[string]any{"sessionId": sid}, nil)
+	waitPresence(t, a, sid, 1)
+	b := dial(t, s, tok)
+	b.hello()
+	b.result("sessions.loadEvents", map[string]any{"sessionId": sid}, nil)
+	waitPresence(t, a, sid, 2)
+	require.NoError(t, b.ws.Close(websocket.StatusNormalClosure, ""))
+	waitPresence(t, a, sid, 1)
+}
