@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -100,8 +102,13 @@ func (c *conn) readLoop() {
 			if websocket.CloseStatus(err) == -1 && errors.Is(err, context.Canceled) {
 				return
 			}
-			// coder/websocket closes with 1009 itself when the read limit is exceeded.
 			c.setCloseErr(err)
+			if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || errors.Is(err, io.ErrUnexpectedEOF) {
+				return // the peer went away
+			}
+			// A frame that breaks RFC 6455 (e.g. unmasked); coder/websocket has already closed
+			// with 1009 when the read limit was exceeded, and then this is a no-op.
+			c.close(websocket.StatusProtocolError, "protocol error")
 			return
 		}
 		if typ != websocket.MessageText {
@@ -149,21 +156,31 @@ func (c *conn) handleFrame(data []byte) {
 	// Before the handshake it runs inline, so frames stay in arrival order (field case B12).
 	c.spawnOrRun(!c.helloed.Load(), func() {
 		var out [][]byte
+		total, limit := 2, c.srv.cfg.Limits.MaxMessageBytes
+		add := func(id protocol.ID, resp []byte) {
+			if int64(total+len(resp)+1) > limit {
+				// The batch's answer must fit one message too: later members that do not fit
+				// answer ResponseTooLarge, and their results are not kept in memory.
+				resp = protocol.EncodeError(id, protocol.NewResponseTooLargeError(fmt.Sprintf("The batch's answers exceed the %d-byte message limit; send fewer requests per batch.", limit)))
+			}
+			total += len(resp) + 1
+			out = append(out, resp)
+		}
 		for _, it := range fr.Items {
 			if it.Err != nil {
 				if it.ErrID != nil {
-					out = append(out, protocol.EncodeError(it.ErrID, it.Err))
+					add(it.ErrID, protocol.EncodeError(it.ErrID, it.Err))
 				}
 				continue
 			}
 			if isHello(it.Req) {
 				if !it.Req.IsNotification() {
-					out = append(out, protocol.EncodeError(it.Req.ID, protocol.NewInvalidRequestError("Invalid Request: ipc.hello cannot be sent in a batch; send it alone as the first frame.")))
+					add(it.Req.ID, protocol.EncodeError(it.Req.ID, protocol.NewInvalidRequestError("Invalid Request: ipc.hello cannot be sent in a batch; send it alone as the first frame.")))
 				}
 				continue
 			}
 			if resp := c.run(it.Req); resp != nil {
-				out = append(out, resp)
+				add(it.Req.ID, resp)
 			}
 		}
 		if b := protocol.EncodeBatch(out); b != nil {
@@ -226,6 +243,9 @@ func (c *conn) call(req *protocol.Request) (res any, err error) {
 			err = protocol.NewInternalError("The server failed while handling " + req.Method + ".")
 		}
 	}()
+	if c.isClosing() {
+		return nil, protocol.NewHandlerFailedError("The connection is closing; reconnect.")
+	}
 	m := protocol.LookupMethod(req.Method)
 	if !c.helloed.Load() && (m == nil || m.Scope != protocol.ScopeNone) {
 		return nil, protocol.NewHandshakeRequiredError("")

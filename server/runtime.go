@@ -44,7 +44,7 @@ func newRuntime(s *Server) *runtime {
 // that starts at once has its run:start and user-prompt event queued before start returns.
 func (r *runtime) start(ctx context.Context, x store.Session, prompt string, origin *conn) (string, error) {
 	r.mu.Lock()
-	if r.s.baseCtx.Err() != nil {
+	if r.s.draining.Load() || r.s.baseCtx.Err() != nil {
 		r.mu.Unlock()
 		return "", protocol.NewHandlerFailedError("The server is shutting down; send the prompt again once it is back.")
 	}
@@ -77,8 +77,16 @@ func (r *runtime) start(ctx context.Context, x store.Session, prompt string, ori
 }
 
 // launch marks the session running, publishes run:start and the prompt, and runs the provider.
+// The status write does not follow the request's context: a client that drops right after
+// chat.send must not leave a session marked running with no run.
 func (r *runtime) launch(ctx context.Context, ru *run) error {
-	if err := r.s.store.SetSessionStatus(ctx, ru.sessionID, "running"); err != nil {
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := r.s.store.SetSessionStatus(wctx, ru.sessionID, "running"); err != nil {
+		// The write may have committed before the error: put the status back.
+		if rerr := r.s.store.SetSessionStatus(wctx, ru.sessionID, "idle"); rerr != nil {
+			r.s.log.Error("session status", "session", ru.sessionID, "err", rerr)
+		}
 		return storeErr(err, "")
 	}
 	r.s.hub.publish(&protocol.RunStartSignal{SessionID: ru.sessionID, RunID: ru.id}, ru.origin)
@@ -226,7 +234,10 @@ func (r *runtime) interruptAll(ctx context.Context) {
 	r.mu.Unlock()
 	for sid, q := range pending {
 		for _, ru := range q {
+			// The prompt stays in the transcript with why it did not run.
 			msg := "The queued prompt did not run: the server is shutting down."
+			r.emit(sid, &protocol.UserPromptEvent{Text: ru.prompt, TurnID: uuid.NewString()}, ru.origin)
+			r.emit(sid, &protocol.ErrorEvent{Message: msg}, ru.origin)
 			t := true
 			r.s.hub.publish(&protocol.RunEndSignal{SessionID: sid, RunID: ru.id, OK: false, Error: &msg, Interrupted: &t}, ru.origin)
 			ru.cancel()

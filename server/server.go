@@ -159,6 +159,11 @@ func New(ctx context.Context, cfg Config, st *store.Store) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read host id: %w", err)
 	}
+	if n, err := st.ResetRunningSessions(ctx); err != nil {
+		return nil, fmt.Errorf("reset sessions left running: %w", err)
+	} else if n > 0 {
+		cfg.Logger.Warn("sessions were left running by a previous process; marked idle", "sessions", n)
+	}
 	hn, _ := os.Hostname()
 	base, stop := context.WithCancel(context.Background())
 	s := &Server{
@@ -213,7 +218,9 @@ func (s *Server) closeTokenConns(tokenID string) {
 	s.connsMu.Unlock()
 	for _, c := range hit {
 		c.log.Info("token revoked: closing the connection")
-		c.close(websocket.StatusPolicyViolation, "token revoked")
+		// In parallel: a close handshake waits for the peer (up to 5 s), and a peer that does not
+		// answer must not delay the others or the next revocation.
+		go c.close(websocket.StatusPolicyViolation, "token revoked")
 	}
 }
 
@@ -330,9 +337,18 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request) {
 // Shutdown closes every connection with 1001, waits for runs to end as interrupted (bounded by
 // ctx), and flushes the transcripts.
 func (s *Server) Shutdown(ctx context.Context) {
-	s.draining.Store(true)
-	s.runs.interruptAll(ctx)
-	s.writer.flush(ctx)
+	s.draining.Store(true) // no new connections, no new prompts
+	// Runs get the time up to 5 s before ctx's deadline; the rest is for flushing and closing.
+	runCtx := ctx
+	if d, ok := ctx.Deadline(); ok {
+		var cancel context.CancelFunc
+		runCtx, cancel = context.WithDeadline(ctx, d.Add(-5*time.Second))
+		defer cancel()
+	}
+	s.runs.interruptAll(runCtx)
+	if err := s.writer.flush(ctx); err != nil {
+		s.log.Error("transcript flush at shutdown failed", "err", err)
+	}
 	s.connsMu.Lock()
 	cs := make([]*conn, 0, len(s.conns))
 	for c := range s.conns {
@@ -347,7 +363,15 @@ func (s *Server) Shutdown(ctx context.Context) {
 			c.drainAndClose(websocket.StatusGoingAway, "server shutting down", 2*time.Second)
 		}()
 	}
-	wg.Wait()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		for _, c := range cs { // peers that do not answer the close in time
+			c.ws.CloseNow()
+		}
+	}
 	s.stop()
 	s.writer.close()
 }

@@ -130,3 +130,15 @@ func (s *Store) SetSessionStatus(ctx context.Context, id, status string) error {
 		return nil
 	})
 }
+
+// ResetRunningSessions marks every session still "running" as "idle" and returns how many there
+// were: a server that starts has no runs, so such a status is left over from a crash.
+func (s *Store) ResetRunningSessions(ctx context.Context) (int, error) {
+	var n int64
+	err := s.withConn(ctx, "reset running sessions", func(ctx context.Context, c *pgxpool.Conn) error {
+		tag, err := c.Exec(ctx, `UPDATE sessions SET status = 'idle' WHERE status = 'running'`)
+		n = tag.RowsAffected()
+		return err
+	})
+	return int(n), err
+}
