@@ -262,12 +262,12 @@ func (g *goEmitter) emitStruct(f *jen.File, t *Type) {
 			body = append(body, jen.If(jen.Id("p").Dot(pr.GoName).Op("==").Nil()).Block(jen.Id("p").Dot(pr.GoName).Op("=").Add(empty)))
 		}
 		if t.Kind != "" {
-			body = append(body, jen.Return(jen.Qual("encoding/json", "Marshal").Call(jen.Struct(
+			body = append(body, jen.Return(jen.Id("Marshal").Call(jen.Struct(
 				jen.Id("Kind").String().Tag(map[string]string{"json": "kind"}),
 				jen.Id("plain"),
 			).Values(jen.Lit(t.Kind), jen.Id("p")))))
 		} else {
-			body = append(body, jen.Return(jen.Qual("encoding/json", "Marshal").Call(jen.Id("p"))))
+			body = append(body, jen.Return(jen.Id("Marshal").Call(jen.Id("p"))))
 		}
 		lead := "MarshalJSON encodes required lists as [] (never null)"
 		if t.Kind != "" {
@@ -357,7 +357,7 @@ func (g *goEmitter) emitUnion(f *jen.File, t *Type) {
 	f.Func().Params(jen.Op("*").Id(un)).Id("is" + t.Name).Params().Block()
 	f.Comment("MarshalJSON returns Raw unchanged.")
 	f.Func().Params(jen.Id("u").Id(un)).Id("MarshalJSON").Params().Params(jen.Index().Byte(), jen.Error()).Block(
-		jen.If(jen.Len(jen.Id("u").Dot("Raw")).Op("==").Lit(0)).Block(jen.Return(jen.Qual("encoding/json", "Marshal").Call(jen.Map(jen.String()).String().Values(jen.Dict{jen.Lit("kind"): jen.Id("u").Dot("Kind")})))),
+		jen.If(jen.Len(jen.Id("u").Dot("Raw")).Op("==").Lit(0)).Block(jen.Return(jen.Id("Marshal").Call(jen.Map(jen.String()).String().Values(jen.Dict{jen.Lit("kind"): jen.Id("u").Dot("Kind")})))),
 		jen.Return(jen.Id("u").Dot("Raw"), jen.Nil()),
 	)
 	var cases []jen.Code

@@ -707,7 +707,7 @@ const responsePrefix = `{"jsonrpc":"2.0","id":`
 // A nil or malformed id is written as null. Invalid UTF-8 that encoding/json passes through
 // (inside a json.RawMessage) is replaced by U+FFFD. The error is json.Marshal's.
 func EncodeResult(id ID, result any) ([]byte, error) {
-	b, err := json.Marshal(result)
+	b, err := Marshal(result)
 	if err != nil {
 		return nil, err
 	}
@@ -748,7 +748,7 @@ func EncodeError(id ID, e *Error) []byte {
 	if e == nil {
 		e = &Error{Code: codeInternalError, Message: msgNilError}
 	}
-	obj, err := json.Marshal(e)
+	obj, err := Marshal(e)
 	if err != nil {
 		obj, _ = json.Marshal(&Error{Code: e.Code, Message: e.Message}) // int and string always marshal
 	}

@@ -2,7 +2,8 @@ package server
 
 import (
 	"bytes"
-	"encoding/json"
+	"errors"
+	"fmt"
 	"strconv"
 	"sync"
 
@@ -57,12 +58,16 @@ type hub struct {
 	tick   uint64
 	conns  map[*conn]struct{}
 
+	maxFrame  int                // the message limit: a larger signal is refused, never sent
 	published interface{ Inc() } // the metrics counter, when set
 }
 
-func newHub(epoch string, limits ReplayLimits) *hub {
+// errSignalTooLarge is publish's answer for a signal whose frame would exceed the message limit.
+var errSignalTooLarge = errors.New("signal exceeds the message limit")
+
+func newHub(epoch string, limits ReplayLimits, maxFrame int) *hub {
 	limits.defaults()
-	return &hub{epoch: epoch, limits: limits, logs: map[string]*sessionLog{}, conns: map[*conn]struct{}{}}
+	return &hub{epoch: epoch, limits: limits, logs: map[string]*sessionLog{}, conns: map[*conn]struct{}{}, maxFrame: maxFrame}
 }
 
 func (h *hub) add(c *conn) {
@@ -81,9 +86,12 @@ func (h *hub) remove(c *conn) {
 // when the schema says delivery "origin"). Session signals get the next $seq of their session and
 // go into the replay log. It returns the $seq (0 for signals without a session).
 func (h *hub) publish(sig protocol.Signal, origin *conn) (int64, error) {
-	body, err := json.Marshal(sig)
+	body, err := protocol.Marshal(sig)
 	if err != nil {
 		return 0, err
+	}
+	if h.maxFrame > 0 && len(body)+96 > h.maxFrame { // 96: the envelope and "$seq"
+		return 0, fmt.Errorf("%w: %d bytes", errSignalTooLarge, len(body))
 	}
 	spec := protocol.LookupSignal(sig.SignalKind())
 	if h.published != nil {

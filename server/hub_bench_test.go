@@ -10,7 +10,7 @@ import (
 func benchConns(n int) (*hub, []*conn) {
 	srv := &Server{cfg: Config{}}
 	srv.cfg.Limits.defaults()
-	h := newHub("epoch", srv.cfg.Limits.Replay)
+	h := newHub("epoch", srv.cfg.Limits.Replay, int(srv.cfg.Limits.MaxMessageBytes))
 	var cs []*conn
 	for i := 0; i < n; i++ {
 		c := &conn{srv: srv, qwake: make(chan struct{}, 1)}

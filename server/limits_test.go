@@ -28,3 +28,32 @@ func TestResponseTooLarge(t *testing.T) {
 	page := c.result("sessions.loadEvents", fmt.Sprintf(`{"sessionId":%q,"limit":1}`, sid))
 	require.NotEmpty(t, page["events"])
 }
+
+// TestOversizedEventIsReplaced: a prompt that fits one request but whose events would not fit one
+// message is carried by an error event saying so; no frame the server sends exceeds the limit
+// (adversarial review: large signals disconnected other clients).
+func TestOversizedEventIsReplaced(t *testing.T) {
+	const limit = 8 << 10
+	e := newEnv(t, func(c *Config) { c.Limits.MaxMessageBytes = limit })
+	c := e.dial()
+	other := e.dial()
+	c.hello()
+	other.hello()
+	sid := c.newSession()
+	req := fmt.Sprintf(`{"sessionId":%q,"prompt":%q}`, sid, strings.Repeat("<", limit-200))
+	c.result("chat.send", req)
+	sigs := c.runSignals(sid)
+	var leftOut int
+	for _, s := range sigs {
+		if s.kind == "event" && strings.Contains(string(s.raw), "was left out") {
+			leftOut++
+		}
+	}
+	assert.GreaterOrEqual(t, leftOut, 2, "the user-prompt and the tool call are replaced")
+	for _, s := range sigs {
+		assert.LessOrEqual(t, len(s.raw)+len(`{"jsonrpc":"2.0","method":"ipc.signal","params":}`), limit)
+	}
+	other.result("$/ping", `{}`) // the other client was not disturbed
+	page := c.result("sessions.loadEvents", fmt.Sprintf(`{"sessionId":%q}`, sid))
+	require.NotEmpty(t, page["events"])
+}

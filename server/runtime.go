@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -144,9 +143,29 @@ func (r *runtime) finish(ru *run) {
 }
 
 // emit publishes an event signal and hands the event to the transcript writer.
+// An event too large for one message is replaced, in the signal and the transcript, by an error
+// event that says so. Streamed pieces are small; other events are measured before they go out.
 func (r *runtime) emit(sessionID string, ev protocol.StreamEvent, origin *conn) {
+	if !isStreamedPiece(ev) {
+		if b, err := protocol.Marshal(ev); err != nil || len(b)+512 > int(r.s.cfg.Limits.MaxMessageBytes) {
+			r.s.log.Error("event left out: over the message limit", "session", sessionID, "kind", ev.StreamEventKind(), "bytes", len(b))
+			ev = &protocol.ErrorEvent{Message: fmt.Sprintf("A %s event of %d bytes was left out: it exceeds the %d-byte message limit.", ev.StreamEventKind(), len(b), r.s.cfg.Limits.MaxMessageBytes)}
+		}
+	}
 	r.s.writer.add(sessionID, ev)
-	r.s.hub.publish(&protocol.EventSignal{SessionID: sessionID, Event: ev}, origin)
+	if _, err := r.s.hub.publish(&protocol.EventSignal{SessionID: sessionID, Event: ev}, origin); err != nil {
+		r.s.log.Error("event signal not sent", "session", sessionID, "err", err)
+	}
+}
+
+func isStreamedPiece(ev protocol.StreamEvent) bool {
+	switch e := ev.(type) {
+	case *protocol.MarkdownEvent:
+		return e.Streaming
+	case *protocol.ThinkingEvent:
+		return e.Streaming
+	}
+	return false
 }
 
 // publishPresence sends presence:changed: every session that runs or that a connection views,
@@ -305,7 +324,7 @@ func (p *scriptedProvider) run(ctx context.Context, prompt string, emit func(pro
 	if err != nil {
 		return sum, err
 	}
-	input, _ := json.Marshal(map[string]string{"query": prompt})
+	input, _ := protocol.Marshal(map[string]string{"query": prompt})
 	callID := "call_" + uuid.NewString()[:8]
 	emit(&protocol.ToolEvent{Tool: "lookup", CallID: callID, Text: fmt.Sprintf("lookup(%q)", truncate(prompt, 60)), Input: input, TurnID: t1})
 	if err := p.pause(ctx); err != nil {

@@ -170,7 +170,7 @@ func New(ctx context.Context, cfg Config, st *store.Store) (*Server, error) {
 		cfg: cfg, store: st, log: cfg.Logger, hostID: hostID, epoch: uuid.NewString(),
 		startedAt: time.Now(), hostName: hn, baseCtx: base, stop: stop, conns: map[*conn]struct{}{},
 	}
-	s.hub = newHub(s.epoch, cfg.Limits.Replay)
+	s.hub = newHub(s.epoch, cfg.Limits.Replay, int(cfg.Limits.MaxMessageBytes))
 	s.pairs = newPairLimiter()
 	s.metrics = newMetrics(s)
 	s.hub.published = s.metrics.signals

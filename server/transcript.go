@@ -115,7 +115,7 @@ func (w *transcriptWriter) closeLocked(sessionID string) {
 }
 
 func (w *transcriptWriter) queue(sessionID string, ev protocol.StreamEvent) {
-	body, err := json.Marshal(ev)
+	body, err := protocol.Marshal(ev)
 	if err != nil {
 		w.log.Error("encode event", "err", err)
 		return
