@@ -590,7 +590,7 @@ func TestFieldCase_B18_SlowConsumer(t *testing.T) {
 		slow.startReader()
 	}()
 	sid := fast.newSession()
-	prompt := strings.Repeat("x", 1<<20)
+	prompt := strings.Repeat("x", 1<<20-16) // just under the 1 Mi-character prompt limit
 	var fastSeqs []int64
 	for i := 0; i < 30 && !slowSrv.isClosing(); i++ {
 		fast.result("chat.send", fmt.Sprintf(`{"sessionId":%q,"prompt":"%s %d"}`, sid, prompt, i))
