@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/zidane-server/zidane/server/store"
 )
@@ -30,6 +32,7 @@ const (
 
 type pairAttempts struct {
 	fails        int
+	inflight     int // attempts being checked now: they count before their answer is known
 	first        time.Time
 	blockedUntil time.Time
 }
@@ -46,6 +49,40 @@ func newPairLimiter() *pairLimiter {
 	return &pairLimiter{byIP: map[string]*pairAttempts{}, now: time.Now, unit: time.Second}
 }
 
+// begin reserves an attempt for the address. It returns how long the address is blocked (0 and
+// ok when it may try). Attempts in flight count as failures until they end, so parallel guesses
+// cannot get past the limit before their answers are known.
+func (l *pairLimiter) begin(ip string) (retry time.Duration, ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.now()
+	a := l.byIP[ip]
+	if a != nil {
+		if d := a.blockedUntil.Sub(now); d > 0 {
+			return d, false
+		}
+		if now.Sub(a.first) > pairWindow && a.inflight == 0 {
+			a.fails, a.first = 0, now
+		}
+		if a.fails+a.inflight >= pairBlockAfter {
+			return pairBlockFor, false
+		}
+	} else {
+		if len(l.byIP) >= pairMaxTracked {
+			for k, v := range l.byIP { // drop an entry that is idle and not blocked
+				if v.inflight == 0 && v.blockedUntil.Before(now) {
+					delete(l.byIP, k)
+					break
+				}
+			}
+		}
+		a = &pairAttempts{first: now}
+		l.byIP[ip] = a
+	}
+	a.inflight++
+	return 0, true
+}
+
 // check returns how long the address is still blocked (0 when it may try).
 func (l *pairLimiter) check(ip string) time.Duration {
 	l.mu.Lock()
@@ -60,23 +97,19 @@ func (l *pairLimiter) check(ip string) time.Duration {
 	return 0
 }
 
-// fail records a wrong code and returns the delay to apply before answering.
+// fail records a wrong code (ending an attempt begun with begin) and returns the delay to apply
+// before answering.
 func (l *pairLimiter) fail(ip string) time.Duration {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.now()
 	a := l.byIP[ip]
-	if a == nil || now.Sub(a.first) > pairWindow {
-		if a == nil && len(l.byIP) >= pairMaxTracked {
-			for k, v := range l.byIP { // drop an entry that is no longer blocked
-				if v.blockedUntil.Before(now) {
-					delete(l.byIP, k)
-					break
-				}
-			}
-		}
+	if a == nil {
 		a = &pairAttempts{first: now}
 		l.byIP[ip] = a
+	}
+	if a.inflight > 0 {
+		a.inflight--
 	}
 	a.fails++
 	if a.fails >= pairBlockAfter {
@@ -92,15 +125,66 @@ func (l *pairLimiter) fail(ip string) time.Duration {
 	return d
 }
 
-func (l *pairLimiter) success(ip string) {
+// done ends an attempt that was not a wrong code: a success forgets the address's failures.
+func (l *pairLimiter) done(ip string, success bool) {
 	l.mu.Lock()
-	delete(l.byIP, ip)
-	l.mu.Unlock()
+	defer l.mu.Unlock()
+	a := l.byIP[ip]
+	if a == nil {
+		return
+	}
+	if a.inflight > 0 {
+		a.inflight--
+	}
+	if success || (a.fails == 0 && a.inflight == 0) {
+		delete(l.byIP, ip)
+	}
 }
 
 type pairRequest struct {
 	Code string `json:"code"`
 	Name string `json:"name"`
+}
+
+// decodePairRequest reads {"code","name"} strictly: one object, exact member names, no duplicate
+// or unknown members, string values, nothing after it.
+func decodePairRequest(r io.Reader) (pairRequest, error) {
+	var req pairRequest
+	dec := json.NewDecoder(r)
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return req, errors.New("not an object")
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		kt, err := dec.Token()
+		if err != nil {
+			return req, errors.New("not valid JSON")
+		}
+		k, _ := kt.(string)
+		if seen[k] {
+			return req, fmt.Errorf("duplicate member %q", k)
+		}
+		seen[k] = true
+		var v string
+		if err := dec.Decode(&v); err != nil {
+			return req, fmt.Errorf("member %q must be a string", k)
+		}
+		switch k {
+		case "code":
+			req.Code = v
+		case "name":
+			req.Name = v
+		default:
+			return req, fmt.Errorf("unknown member %q", k)
+		}
+	}
+	if _, err := dec.Token(); err != nil {
+		return req, errors.New("not valid JSON")
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return req, errors.New("data after the object")
+	}
+	return req, nil
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -128,23 +212,30 @@ func (s *Server) servePair(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ip := remoteIP(r)
-	if d := s.pairs.check(ip); d > 0 {
+	d, ok := s.pairs.begin(ip)
+	if !ok {
 		w.Header().Set("Retry-After", strconv.Itoa(int(d.Seconds())+1))
 		pairError(w, http.StatusTooManyRequests, "Too many wrong pairing codes from this address; try again later.")
 		return
 	}
-	var req pairRequest
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, pairBodyLimit))
-	if err := dec.Decode(&req); err != nil || dec.More() {
-		pairError(w, http.StatusBadRequest, "The body must be one JSON object {\"code\": \"XXXX-XXXX\", \"name\": \"my-laptop\"}.")
+	success, failed := false, false
+	defer func() {
+		if !failed {
+			s.pairs.done(ip, success)
+		}
+	}()
+	req, err := decodePairRequest(http.MaxBytesReader(w, r.Body, pairBodyLimit))
+	if err != nil {
+		pairError(w, http.StatusBadRequest, "The body must be one JSON object {\"code\": \"XXXX-XXXX\", \"name\": \"my-laptop\"}: "+err.Error()+".")
 		return
 	}
 	req.Name = strings.TrimSpace(req.Name)
-	if req.Code == "" || req.Name == "" || len(req.Name) > 200 {
+	if req.Code == "" || req.Name == "" || utf8.RuneCountInString(req.Name) > 200 {
 		pairError(w, http.StatusBadRequest, "Both code and name are required (name: at most 200 characters).")
 		return
 	}
 	if len(store.NormalizePairCode(req.Code)) != store.PairCodeLength {
+		failed = true
 		s.pairFailed(w, ip)
 		return
 	}
@@ -153,6 +244,7 @@ func (s *Server) servePair(w http.ResponseWriter, r *http.Request) {
 	plain, tok, err := s.store.RedeemPairingCode(ctx, req.Code, req.Name)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
+		failed = true
 		s.pairFailed(w, ip)
 	case errors.Is(err, store.ErrNameTaken):
 		pairError(w, http.StatusConflict, fmt.Sprintf("A token named %q exists; pick another name.", req.Name))
@@ -162,7 +254,7 @@ func (s *Server) servePair(w http.ResponseWriter, r *http.Request) {
 		s.log.Warn("pairing failed", "err", err)
 		pairError(w, http.StatusServiceUnavailable, "The database is unavailable; try again shortly.")
 	default:
-		s.pairs.success(ip)
+		success = true
 		s.log.Info("paired", "token", tok.Name, "scope", tok.Scope, "from", ip)
 		writeJSON(w, http.StatusOK, map[string]string{"token": plain, "scope": tok.Scope})
 	}

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -94,4 +96,78 @@ func TestPairLimiterSlowsThenBlocks(t *testing.T) {
 	assert.Zero(t, l.check("5.6.7.8"), "other addresses are not affected")
 	now = now.Add(pairBlockFor + time.Second)
 	assert.Zero(t, l.check("1.2.3.4"))
+}
+
+// TestPairLimiterCountsParallelAttempts: guesses in flight count before their answers, so a burst
+// of parallel requests cannot check more than pairBlockAfter codes (adversarial review).
+func TestPairLimiterCountsParallelAttempts(t *testing.T) {
+	l := newPairLimiter()
+	ok := 0
+	for i := 0; i < 3*pairBlockAfter; i++ {
+		if _, allowed := l.begin("9.9.9.9"); allowed {
+			ok++
+		}
+	}
+	assert.Equal(t, pairBlockAfter, ok)
+	for i := 0; i < ok; i++ {
+		l.fail("9.9.9.9")
+	}
+	_, allowed := l.begin("9.9.9.9")
+	assert.False(t, allowed)
+	_, allowed = l.begin("8.8.8.8")
+	assert.True(t, allowed, "other addresses are not affected")
+	l.done("8.8.8.8", true)
+}
+
+func TestPairingParallelBruteForce(t *testing.T) {
+	st := storetest.New(t)
+	srv, err := New(context.Background(), Config{WorkspaceRoots: []string{t.TempDir()}}, st)
+	require.NoError(t, err)
+	t.Cleanup(func() { srv.Shutdown(context.Background()) })
+	srv.pairs.unit = time.Millisecond
+	hs := httptest.NewServer(srv)
+	t.Cleanup(hs.Close)
+	var wg sync.WaitGroup
+	var checked, refused atomic.Int64
+	start := make(chan struct{})
+	for i := 0; i < 60; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			resp, err := http.Post(hs.URL+"/zidane/pair", "application/json", bytes.NewBufferString(`{"code":"ZZZZ-ZZZZ","name":"guess"}`))
+			if err != nil {
+				return
+			}
+			resp.Body.Close()
+			switch resp.StatusCode {
+			case http.StatusUnauthorized:
+				checked.Add(1)
+			case http.StatusTooManyRequests:
+				refused.Add(1)
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	assert.LessOrEqual(t, checked.Load(), int64(pairBlockAfter))
+	assert.Equal(t, int64(60), checked.Load()+refused.Load())
+}
+
+func TestDecodePairRequestIsStrict(t *testing.T) {
+	for body, want := range map[string]string{
+		`{"code":"A","name":"n"}`:            "",
+		`{"code":"A","name":"n","name":"x"}`: `duplicate member "name"`,
+		`{"Code":"A","name":"n"}`:            `unknown member "Code"`,
+		`{"code":1,"name":"n"}`:              `member "code" must be a string`,
+		`{"code":"A","name":"n"} {}`:         "data after the object",
+		`["code"]`:                           "not an object",
+	} {
+		_, err := decodePairRequest(bytes.NewBufferString(body))
+		if want == "" {
+			assert.NoError(t, err, body)
+		} else {
+			assert.ErrorContains(t, err, want, body)
+		}
+	}
 }
