@@ -89,7 +89,7 @@ func bundle(p *Protocol, fileNames []string, signalNodes [][2]any) []byte {
 	return buf.Bytes()
 }
 
-// rewrite makes cross-file refs local and bounds int53 integers, in place.
+// rewrite makes cross-file refs local and bounds int32 and int53 integers, in place.
 func rewrite(n *node) {
 	switch n.kind {
 	case 'o':
@@ -98,12 +98,19 @@ func rewrite(n *node) {
 				r.str = r.str[i:]
 			}
 		}
-		if n.getStr("format") == "int53" {
+		lo, hi := int64(0), int64(0)
+		switch n.getStr("format") {
+		case "int53":
+			lo, hi = -maxSafeInt, maxSafeInt
+		case "int32":
+			lo, hi = -1<<31, 1<<31-1
+		}
+		if hi != 0 {
 			if !n.has("minimum") {
-				n.set("minimum", numNode(-maxSafeInt))
+				n.set("minimum", numNode(lo))
 			}
 			if !n.has("maximum") {
-				n.set("maximum", numNode(maxSafeInt))
+				n.set("maximum", numNode(hi))
 			}
 		}
 		for _, k := range n.keys {

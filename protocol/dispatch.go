@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/big"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -170,14 +172,46 @@ func DecodeParams(method string, raw json.RawMessage, dst any) error {
 		return NewInvalidParamsError(err.Error(), &InvalidParamsErrorData{})
 	}
 	pruneToKnown(doc, dst)
+	doc = integralNumbers(doc)
 	clean, err := json.Marshal(doc)
 	if err != nil {
 		return NewInternalError(err.Error())
 	}
 	if err := json.Unmarshal(clean, dst); err != nil {
-		return NewInvalidParamsError("params: "+err.Error(), &InvalidParamsErrorData{})
+		// The schema check passed, so this is a value Go cannot hold; name the member, not Go.
+		ptr := ""
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) && te.Field != "" {
+			ptr = "/" + strings.ReplaceAll(te.Field, ".", "/")
+		}
+		return NewInvalidParamsError(fmt.Sprintf("params%s: the value is out of range for this member.", ptr), &InvalidParamsErrorData{Pointer: ptr})
 	}
 	return nil
+}
+
+// integralNumbers rewrites numbers with an integer value written as 16.0 or 1.6e1 (integers
+// to JSON Schema) as plain integers, so they decode into Go integer fields.
+func integralNumbers(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, c := range x {
+			x[k] = integralNumbers(c)
+		}
+	case []any:
+		for i, c := range x {
+			x[i] = integralNumbers(c)
+		}
+	case json.Number:
+		s := string(x)
+		if strings.ContainsAny(s, ".eE") {
+			if f, ok := new(big.Float).SetString(s); ok && f.IsInt() {
+				if i, acc := f.Int64(); acc == big.Exact {
+					return json.Number(strconv.FormatInt(i, 10))
+				}
+			}
+		}
+	}
+	return v
 }
 
 func firstLeaf(ve *jsonschema.ValidationError) *jsonschema.ValidationError {

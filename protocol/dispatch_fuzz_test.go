@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -77,5 +78,28 @@ func requireCode(t *testing.T, err error, code int, msg string) {
 	}
 	if e.Code != code || e.Message != msg {
 		t.Fatalf("want %d %q, got %d %q", code, msg, e.Code, e.Message)
+	}
+}
+
+// TestIntegralNumbers: 16.0 and 1.6e1 are integers to JSON Schema and decode as 16; an int32
+// member refuses 2^31 with its pointer (adversarial review).
+func TestIntegralNumbers(t *testing.T) {
+	for _, raw := range []string{`{"protocolVersion":16.0}`, `{"protocolVersion":1.6e1}`, `{"protocolVersion":16}`} {
+		var p IPCHelloParams
+		if err := DecodeParams(MethodIPCHello, json.RawMessage(raw), &p); err != nil || p.ProtocolVersion != 16 {
+			t.Fatalf("%s: %v %+v", raw, err, p)
+		}
+	}
+	var p IPCHelloParams
+	err := DecodeParams(MethodIPCHello, json.RawMessage(`{"protocolVersion":2147483648}`), &p)
+	var e *Error
+	if !errors.As(err, &e) || e.Code != CodeInvalidParams || !strings.HasPrefix(e.Message, "params/protocolVersion: must be <=") {
+		t.Fatalf("2^31: %v", err)
+	}
+	err = DecodeParams(MethodIPCHello, json.RawMessage(`{"protocolVersion":16.5}`), &p)
+	requireCode(t, err, CodeInvalidParams, "params/protocolVersion: expected integer, but got number.")
+	err = DecodeParams(MethodIPCHello, json.RawMessage(`{"protocolVersion":1e400}`), &p)
+	if !errors.As(err, &e) || e.Code != CodeInvalidParams || strings.Contains(e.Message, "Go") {
+		t.Fatalf("1e400: %v", err)
 	}
 }
