@@ -34,7 +34,8 @@ func (s *Server) originAllowed(r *http.Request) bool {
 		return false
 	}
 	u, err := url.Parse(o)
-	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") || u.Path != "" || u.RawQuery != "" {
+	// An origin is exactly scheme://host[:port] (RFC 6454): no userinfo, path, query or fragment.
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") || o != u.Scheme+"://"+u.Host {
 		return false
 	}
 	norm := normalizeOrigin(u)
@@ -48,7 +49,8 @@ func (s *Server) originAllowed(r *http.Request) bool {
 	if r.TLS != nil {
 		scheme = "https"
 	}
-	return strings.EqualFold(u.Host, r.Host) && u.Scheme == scheme
+	self, err := url.Parse(scheme + "://" + r.Host)
+	return err == nil && normalizeOrigin(u) == normalizeOrigin(self)
 }
 
 func normalizeOrigin(u *url.URL) string {

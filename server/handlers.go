@@ -184,19 +184,33 @@ func (s *Server) resolveCwd(cwd string) (root, dir string, err error) {
 	if !filepath.IsAbs(cwd) {
 		cwd = filepath.Join(s.cfg.WorkspaceRoots[0], cwd)
 	}
+	outside := protocol.NewHandlerFailedError(fmt.Sprintf("Folder %q is outside the workspace roots (%s); pick a folder inside one of them.", cwd, strings.Join(s.cfg.WorkspaceRoots, ", ")))
+	// Containment is checked before anything is looked up, and again after symlinks resolve, so
+	// the answer for a path outside the roots never says whether it exists.
+	if s.rootOf(filepath.Clean(cwd)) == "" {
+		return "", "", outside
+	}
 	d, err := filepath.EvalSymlinks(filepath.Clean(cwd))
 	if err != nil {
 		return "", "", protocol.NewHandlerFailedError(fmt.Sprintf("Folder %q does not exist; pass an existing folder inside the workspace roots (%s).", cwd, strings.Join(s.cfg.WorkspaceRoots, ", ")))
 	}
+	if root = s.rootOf(d); root == "" {
+		return "", "", outside
+	}
 	if fi, err := os.Stat(d); err != nil || !fi.IsDir() {
 		return "", "", protocol.NewHandlerFailedError(fmt.Sprintf("%q is not a folder; pass a folder inside the workspace roots.", cwd))
 	}
+	return root, d, nil
+}
+
+// rootOf returns the workspace root that holds the clean absolute path p, or "".
+func (s *Server) rootOf(p string) string {
 	for _, r := range s.cfg.WorkspaceRoots {
-		if d == r || strings.HasPrefix(d, r+string(filepath.Separator)) {
-			return r, d, nil
+		if p == r || strings.HasPrefix(p, r+string(filepath.Separator)) {
+			return r
 		}
 	}
-	return "", "", protocol.NewHandlerFailedError(fmt.Sprintf("Folder %q is outside the workspace roots (%s); pick a folder inside one of them.", cwd, strings.Join(s.cfg.WorkspaceRoots, ", ")))
+	return ""
 }
 
 func cleanRoots(roots []string) ([]string, error) {
