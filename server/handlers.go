@@ -421,3 +421,15 @@ func (h tokensHandler) Revoke(ctx context.Context, p *protocol.TokensRevokeParam
 	info := tokenInfo(t)
 	return &info, nil
 }
+
+// Cancel implements chat.cancel; a cancel that finds nothing to stop is a no-op.
+func (h chatHandler) Cancel(ctx context.Context, p *protocol.ChatCancelParams) (*protocol.ChatCancelResult, error) {
+	if _, err := h.s.getSession(ctx, p.SessionID, "List the sessions with sessions.list."); err != nil {
+		return nil, err
+	}
+	runID := ""
+	if p.RunID != nil {
+		runID = *p.RunID
+	}
+	return &protocol.ChatCancelResult{Cancelled: h.s.runs.cancel(p.SessionID, runID)}, nil
+}

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -33,6 +34,7 @@ type run struct {
 	origin                *conn
 	ctx                   context.Context
 	cancel                context.CancelFunc
+	cancelled             atomic.Bool // stopped by chat.cancel (not by shutdown)
 }
 
 func newRuntime(s *Server) *runtime {
@@ -207,7 +209,11 @@ func (r *runtime) execute(ru *run, x store.Session, prompt string, origin *conn)
 	end := &protocol.RunEndSignal{SessionID: x.ID, RunID: ru.id, OK: err == nil}
 	if err != nil {
 		msg := err.Error()
-		if ru.ctx.Err() != nil {
+		if ru.cancelled.Load() {
+			msg = "The run was cancelled."
+			t := true
+			end.Interrupted = &t
+		} else if ru.ctx.Err() != nil {
 			msg = "The run was interrupted: the server is shutting down."
 			t := true
 			end.Interrupted = &t
@@ -241,6 +247,43 @@ func (r *runtime) execute(ru *run, x store.Session, prompt string, origin *conn)
 	r.publishPresence()
 }
 
+// cancel stops the session's running prompt (runID "" or its id) or drops a queued follow-up by
+// runID. It reports whether it stopped anything.
+func (r *runtime) cancel(sessionID, runID string) bool {
+	r.mu.Lock()
+	if ru := r.active[sessionID]; ru != nil && (runID == "" || ru.id == runID) {
+		r.mu.Unlock()
+		ru.cancelled.Store(true)
+		ru.cancel()
+		return true
+	}
+	q := r.pending[sessionID]
+	for i, ru := range q {
+		if runID != "" && ru.id == runID {
+			r.pending[sessionID] = append(q[:i:i], q[i+1:]...)
+			if len(r.pending[sessionID]) == 0 {
+				delete(r.pending, sessionID)
+			}
+			r.mu.Unlock()
+			r.dropQueued(ru, "The queued prompt was cancelled.")
+			return true
+		}
+	}
+	r.mu.Unlock()
+	return false
+}
+
+// dropQueued ends a follow-up that never ran: the transcript keeps the prompt and why, and its
+// sender gets its run:end.
+func (r *runtime) dropQueued(ru *run, msg string) {
+	r.emit(ru.sessionID, &protocol.UserPromptEvent{Text: ru.prompt, TurnID: uuid.NewString()}, ru.origin)
+	r.emit(ru.sessionID, &protocol.ErrorEvent{Message: msg}, ru.origin)
+	t := true
+	r.s.hub.publish(&protocol.RunEndSignal{SessionID: ru.sessionID, RunID: ru.id, OK: false, Error: &msg, Interrupted: &t}, ru.origin)
+	ru.cancel()
+	r.wg.Done()
+}
+
 // interruptAll cancels every run, ends the queued follow-ups as interrupted, and waits for the
 // runs to end (bounded by ctx).
 func (r *runtime) interruptAll(ctx context.Context) {
@@ -251,16 +294,9 @@ func (r *runtime) interruptAll(ctx context.Context) {
 	pending := r.pending
 	r.pending = map[string][]*run{}
 	r.mu.Unlock()
-	for sid, q := range pending {
+	for _, q := range pending {
 		for _, ru := range q {
-			// The prompt stays in the transcript with why it did not run.
-			msg := "The queued prompt did not run: the server is shutting down."
-			r.emit(sid, &protocol.UserPromptEvent{Text: ru.prompt, TurnID: uuid.NewString()}, ru.origin)
-			r.emit(sid, &protocol.ErrorEvent{Message: msg}, ru.origin)
-			t := true
-			r.s.hub.publish(&protocol.RunEndSignal{SessionID: sid, RunID: ru.id, OK: false, Error: &msg, Interrupted: &t}, ru.origin)
-			ru.cancel()
-			r.wg.Done()
+			r.dropQueued(ru, "The queued prompt did not run: the server is shutting down.")
 		}
 	}
 	done := make(chan struct{})
