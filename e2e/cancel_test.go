@@ -50,6 +50,10 @@ func TestCancel(t *testing.T) {
 
 	c.result("chat.cancel", map[string]any{"sessionId": sid}, &res)
 	assert.False(t, res.Cancelled, "a stray cancel is a no-op")
+	c.result("chat.cancel", map[string]any{"sessionId": sid, "runId": third}, &res)
+	assert.False(t, res.Cancelled, "a run that ended is not cancelled")
+	e := c.callErr("chat.cancel", map[string]any{"sessionId": sid, "runId": ""})
+	assert.Equal(t, -32602, e.Code)
 	c.result("chat.cancel", map[string]any{"sessionId": sid, "runId": "no-such-run"}, &res)
 	assert.False(t, res.Cancelled)
 
@@ -57,6 +61,24 @@ func TestCancel(t *testing.T) {
 		Events []struct{ Kind, Text, Message string } `json:"events"`
 	}
 	c.result("sessions.loadEvents", map[string]any{"sessionId": sid}, &page)
+	var kinds []string
+	for _, e := range page.Events {
+		kinds = append(kinds, e.Kind)
+	}
+	// The dropped follow-up is recorded after the cancelled run, never inside it.
+	require.GreaterOrEqual(t, len(kinds), 5)
+	assert.Equal(t, "user-prompt", kinds[0])
+	assert.Equal(t, "Long one.", page.Events[0].Text)
+	firstEnd := 0
+	for i, k := range kinds {
+		if k == "error" {
+			firstEnd = i
+			break
+		}
+	}
+	for _, k := range kinds[1:firstEnd] {
+		assert.NotEqual(t, "user-prompt", k, "another prompt inside the first run: %v", kinds)
+	}
 	var msgs []string
 	for _, e := range page.Events {
 		if e.Kind == "error" {

@@ -6,7 +6,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -25,6 +24,7 @@ type runtime struct {
 	mu      sync.Mutex
 	active  map[string]*run   // by session
 	pending map[string][]*run // follow-ups, by session, in arrival order
+	dropped map[string][]droppedPrompt
 	wg      sync.WaitGroup
 }
 
@@ -34,11 +34,19 @@ type run struct {
 	origin                *conn
 	ctx                   context.Context
 	cancel                context.CancelFunc
-	cancelled             atomic.Bool // stopped by chat.cancel (not by shutdown)
+	cancelled             bool // stopped by chat.cancel (not by shutdown); guarded by runtime.mu
+	streaming             bool // the provider still runs, so a cancel can stop it; runtime.mu
+}
+
+// droppedPrompt is a follow-up that never ran, to record in the transcript once the session's
+// running prompt has ended (so it never lands inside another run's turns).
+type droppedPrompt struct {
+	prompt, msg string
+	origin      *conn
 }
 
 func newRuntime(s *Server) *runtime {
-	return &runtime{s: s, active: map[string]*run{}, pending: map[string][]*run{}}
+	return &runtime{s: s, active: map[string]*run{}, pending: map[string][]*run{}, dropped: map[string][]droppedPrompt{}}
 }
 
 // start begins a run, or queues it behind the session's running one, and returns its id. A run
@@ -63,6 +71,7 @@ func (r *runtime) start(ctx context.Context, x store.Session, prompt string, ori
 		return ru.id, nil
 	}
 	r.active[x.ID] = ru
+	ru.streaming = true
 	r.wg.Add(1)
 	r.mu.Unlock()
 	if err := r.launch(ctx, ru); err != nil {
@@ -114,6 +123,7 @@ func (r *runtime) next(sessionID string) {
 			r.pending[sessionID] = q[1:]
 		}
 		r.active[sessionID] = ru
+		ru.streaming = true
 		r.mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		err := r.launch(ctx, ru)
@@ -136,7 +146,12 @@ func (r *runtime) finish(ru *run) {
 	if r.active[ru.sessionID] == ru {
 		delete(r.active, ru.sessionID)
 	}
+	dropped := r.dropped[ru.sessionID]
+	delete(r.dropped, ru.sessionID)
 	r.mu.Unlock()
+	for _, d := range dropped {
+		r.recordDropped(ru.sessionID, d)
+	}
 	ru.cancel()
 	r.wg.Done()
 	if r.s.baseCtx.Err() == nil {
@@ -206,10 +221,17 @@ func (r *runtime) execute(ru *run, x store.Session, prompt string, origin *conn)
 			r.s.writer.closeBlock(x.ID)
 			r.s.hub.publish(&protocol.TurnEndSignal{SessionID: x.ID, TurnID: turnID, Usage: u}, origin)
 		})
+	r.mu.Lock()
+	ru.streaming = false
+	cancelled := ru.cancelled
+	r.mu.Unlock()
+	if err == nil && cancelled {
+		err = context.Canceled // cancelled after the last piece: it still ends as cancelled
+	}
 	end := &protocol.RunEndSignal{SessionID: x.ID, RunID: ru.id, OK: err == nil}
 	if err != nil {
 		msg := err.Error()
-		if ru.cancelled.Load() {
+		if cancelled {
 			msg = "The run was cancelled."
 			t := true
 			end.Interrupted = &t
@@ -247,15 +269,19 @@ func (r *runtime) execute(ru *run, x store.Session, prompt string, origin *conn)
 	r.publishPresence()
 }
 
-// cancel stops the session's running prompt (runID "" or its id) or drops a queued follow-up by
-// runID. It reports whether it stopped anything.
+// cancel stops the session's running prompt (runID "" or its id) while its provider still runs,
+// or drops a queued follow-up by runID. It reports whether it stopped anything: a run that is
+// already ending, or already cancelled, is not stopped again.
 func (r *runtime) cancel(sessionID, runID string) bool {
 	r.mu.Lock()
 	if ru := r.active[sessionID]; ru != nil && (runID == "" || ru.id == runID) {
+		stop := ru.streaming && !ru.cancelled
+		ru.cancelled = ru.cancelled || stop
 		r.mu.Unlock()
-		ru.cancelled.Store(true)
-		ru.cancel()
-		return true
+		if stop {
+			ru.cancel()
+		}
+		return stop
 	}
 	q := r.pending[sessionID]
 	for i, ru := range q {
@@ -273,15 +299,29 @@ func (r *runtime) cancel(sessionID, runID string) bool {
 	return false
 }
 
-// dropQueued ends a follow-up that never ran: the transcript keeps the prompt and why, and its
-// sender gets its run:end.
+// dropQueued ends a follow-up that never ran: its sender gets its run:end now, and the transcript
+// gets the prompt and why it did not run after the session's running prompt ends.
 func (r *runtime) dropQueued(ru *run, msg string) {
-	r.emit(ru.sessionID, &protocol.UserPromptEvent{Text: ru.prompt, TurnID: uuid.NewString()}, ru.origin)
-	r.emit(ru.sessionID, &protocol.ErrorEvent{Message: msg}, ru.origin)
 	t := true
 	r.s.hub.publish(&protocol.RunEndSignal{SessionID: ru.sessionID, RunID: ru.id, OK: false, Error: &msg, Interrupted: &t}, ru.origin)
+	d := droppedPrompt{prompt: ru.prompt, msg: msg, origin: ru.origin}
+	r.mu.Lock()
+	_, running := r.active[ru.sessionID]
+	if running {
+		r.dropped[ru.sessionID] = append(r.dropped[ru.sessionID], d)
+	}
+	r.mu.Unlock()
+	if !running {
+		r.recordDropped(ru.sessionID, d)
+	}
 	ru.cancel()
 	r.wg.Done()
+}
+
+func (r *runtime) recordDropped(sessionID string, d droppedPrompt) {
+	r.emit(sessionID, &protocol.UserPromptEvent{Text: d.prompt, TurnID: uuid.NewString()}, d.origin)
+	r.emit(sessionID, &protocol.ErrorEvent{Message: d.msg}, d.origin)
+	r.s.writer.closeBlock(sessionID)
 }
 
 // interruptAll cancels every run, ends the queued follow-ups as interrupted, and waits for the
