@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -167,7 +168,7 @@ func DecodeParams(method string, raw json.RawMessage, dst any) error {
 			leaf := firstLeaf(ve)
 			ptr := leaf.InstanceLocation
 			where := "params" + ptr
-			return NewInvalidParamsError(fmt.Sprintf("%s: %s.", where, leaf.Message), &InvalidParamsErrorData{Pointer: ptr})
+			return NewInvalidParamsError(fmt.Sprintf("%s: %s.", where, plainNumbers(leaf.Message)), &InvalidParamsErrorData{Pointer: ptr})
 		}
 		return NewInvalidParamsError(err.Error(), &InvalidParamsErrorData{})
 	}
@@ -187,6 +188,21 @@ func DecodeParams(method string, raw json.RawMessage, dst any) error {
 		return NewInvalidParamsError(fmt.Sprintf("params%s: the value is out of range for this member.", ptr), &InvalidParamsErrorData{Pointer: ptr})
 	}
 	return nil
+}
+
+var expNumber = regexp.MustCompile(`-?[0-9]+(\.[0-9]+)?e[+-]?[0-9]+`)
+
+// plainNumbers writes the validator's exponent numbers (2.147483647e+09) as integers where they
+// are integers, so a message says "must be <= 2147483647".
+func plainNumbers(msg string) string {
+	return expNumber.ReplaceAllStringFunc(msg, func(n string) string {
+		if f, ok := new(big.Float).SetString(n); ok && f.IsInt() {
+			if i, acc := f.Int64(); acc == big.Exact {
+				return strconv.FormatInt(i, 10)
+			}
+		}
+		return n
+	})
 }
 
 // integralNumbers rewrites numbers with an integer value written as 16.0 or 1.6e1 (integers

@@ -93,7 +93,7 @@ func TestIntegralNumbers(t *testing.T) {
 	var p IPCHelloParams
 	err := DecodeParams(MethodIPCHello, json.RawMessage(`{"protocolVersion":2147483648}`), &p)
 	var e *Error
-	if !errors.As(err, &e) || e.Code != CodeInvalidParams || !strings.HasPrefix(e.Message, "params/protocolVersion: must be <=") {
+	if !errors.As(err, &e) || e.Code != CodeInvalidParams || e.Message != "params/protocolVersion: must be <= 2147483647 but found 2147483648." {
 		t.Fatalf("2^31: %v", err)
 	}
 	err = DecodeParams(MethodIPCHello, json.RawMessage(`{"protocolVersion":16.5}`), &p)

@@ -336,7 +336,7 @@ func (c *conn) writeLoop() {
 			// coder/websocket has already torn the connection down (write deadline passed or
 			// the socket closed); close records the state and cancels the handlers.
 			c.setCloseErr(err)
-			go c.close(websocket.StatusTryAgainLater, "write timed out")
+			go c.closeBroken()
 			return
 		}
 	}
@@ -387,6 +387,25 @@ func (c *conn) close(code websocket.StatusCode, reason string) {
 // finishClose cancels the connection's context (and so every in-flight handler's, field case
 // B29), wakes the writer so it stops, and runs the close handshake: the close frame is written
 // once the frame in flight (if any) is out, bounded by coder/websocket's 5 s close timeouts.
+// closeBroken ends a connection whose write failed (the peer reset it, or stopped reading past
+// the write timeout): nothing more can be sent, so no close code is counted as sent.
+func (c *conn) closeBroken() {
+	c.qmu.Lock()
+	if c.closing {
+		c.qmu.Unlock()
+		return
+	}
+	c.closing = true
+	c.qmu.Unlock()
+	c.srv.metrics.closes.WithLabelValues("write_failed").Inc()
+	c.cancel()
+	select {
+	case c.qwake <- struct{}{}:
+	default:
+	}
+	_ = c.ws.CloseNow()
+}
+
 func (c *conn) finishClose(code websocket.StatusCode, reason string) {
 	c.srv.metrics.closes.WithLabelValues(strconv.Itoa(int(code))).Inc()
 	c.cancel()

@@ -38,7 +38,8 @@ func TestResolveCwd(t *testing.T) {
 		require.Error(t, err, cwd)
 		return err.(*protocol.Error).Message
 	}
-	for _, p := range []string{"/etc", "/etc/passwd", "/no/such/dir", "../..", root + "-sibling", filepath.Join(root, "escape"), filepath.Join(base, "inlink")} {
+	for _, p := range []string{"/etc", "/etc/passwd", "/no/such/dir", "../..", root + "-sibling", filepath.Join(root, "escape"), filepath.Join(base, "inlink"),
+		filepath.Join(root, "escape", "ssl"), filepath.Join(root, "escape", "no-such-dir"), filepath.Join(root, "escape", "a", "b")} {
 		assert.Contains(t, msg(p), "is outside the workspace roots", p)
 	}
 	assert.Contains(t, msg("missing"), "does not exist")

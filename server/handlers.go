@@ -192,6 +192,11 @@ func (s *Server) resolveCwd(cwd string) (root, dir string, err error) {
 	}
 	d, err := filepath.EvalSymlinks(filepath.Clean(cwd))
 	if err != nil {
+		// Say "does not exist" only when the deepest folder that exists resolves inside the roots:
+		// a symlink in a root must not tell what exists outside it.
+		if s.rootOf(resolveExisting(filepath.Clean(cwd))) == "" {
+			return "", "", outside
+		}
 		return "", "", protocol.NewHandlerFailedError(fmt.Sprintf("Folder %q does not exist; pass an existing folder inside the workspace roots (%s).", cwd, strings.Join(s.cfg.WorkspaceRoots, ", ")))
 	}
 	if root = s.rootOf(d); root == "" {
@@ -201,6 +206,20 @@ func (s *Server) resolveCwd(cwd string) (root, dir string, err error) {
 		return "", "", protocol.NewHandlerFailedError(fmt.Sprintf("%q is not a folder; pass a folder inside the workspace roots.", cwd))
 	}
 	return root, d, nil
+}
+
+// resolveExisting resolves the symlinks of the deepest existing ancestor of p and appends the rest.
+func resolveExisting(p string) string {
+	rest := ""
+	for dir := p; ; dir = filepath.Dir(dir) {
+		if d, err := filepath.EvalSymlinks(dir); err == nil {
+			return filepath.Join(d, rest)
+		}
+		if dir == filepath.Dir(dir) {
+			return p
+		}
+		rest = filepath.Join(filepath.Base(dir), rest)
+	}
 }
 
 // rootOf returns the workspace root that holds the clean absolute path p, or "".

@@ -60,10 +60,11 @@ func (m *metrics) observe(method string, err error) {
 	m.requests.WithLabelValues(method, outcome).Inc()
 }
 
-// serveMetrics answers GET /metrics for loopback clients and admin tokens; others get 404 so the
+// serveMetrics answers GET /metrics for loopback and unix-socket clients and admin tokens; others get 404 so the
 // endpoint is not advertised on a public port.
 func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {
-	if ip := net.ParseIP(remoteIP(r)); ip == nil || !ip.IsLoopback() {
+	local := r.RemoteAddr == "" || r.RemoteAddr == "@" // the unix socket (mode 0600)
+	if ip := net.ParseIP(remoteIP(r)); !local && (ip == nil || !ip.IsLoopback()) {
 		ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 		defer cancel()
 		tok, status := s.authenticate(r.WithContext(ctx))

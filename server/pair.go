@@ -165,17 +165,17 @@ func decodePairRequest(r io.Reader) (pairRequest, error) {
 			return req, fmt.Errorf("duplicate member %q", k)
 		}
 		seen[k] = true
+		if k != "code" && k != "name" {
+			return req, fmt.Errorf("unknown member %q", k)
+		}
 		var v string
 		if err := dec.Decode(&v); err != nil {
 			return req, fmt.Errorf("member %q must be a string", k)
 		}
-		switch k {
-		case "code":
+		if k == "code" {
 			req.Code = v
-		case "name":
+		} else {
 			req.Name = v
-		default:
-			return req, fmt.Errorf("unknown member %q", k)
 		}
 	}
 	if _, err := dec.Token(); err != nil {

@@ -129,6 +129,8 @@ type Server struct {
 	connsMu  sync.Mutex
 	conns    map[*conn]struct{}
 	draining atomic.Bool // set by Shutdown: new connections are refused with 503
+
+	presencePending atomic.Bool // a coalesced presence:changed is scheduled
 }
 
 // compile-time check that the server implements every generated handler interface.
@@ -203,7 +205,23 @@ func (s *Server) setView(c *conn, sessionID string) {
 	if old := c.viewing.Swap(&sessionID); old != nil && *old == sessionID {
 		return
 	}
-	s.runs.publishPresence()
+	s.presenceSoon()
+}
+
+// presenceDelay coalesces view changes: at most one presence:changed per delay, however often
+// connections switch sessions.
+const presenceDelay = 100 * time.Millisecond
+
+// presenceSoon publishes presence:changed once, presenceDelay from the first change it covers.
+func (s *Server) presenceSoon() {
+	if s.presencePending.CompareAndSwap(false, true) {
+		time.AfterFunc(presenceDelay, func() {
+			s.presencePending.Store(false)
+			if s.baseCtx.Err() == nil {
+				s.runs.publishPresence()
+			}
+		})
+	}
 }
 
 // closeTokenConns closes, with 1008, every connection authenticated by a revoked token.
@@ -241,7 +259,7 @@ func (s *Server) track(c *conn, add bool) {
 	}
 	s.connsMu.Unlock()
 	if !add && c.viewing.Load() != nil && s.baseCtx.Err() == nil {
-		s.runs.publishPresence() // its window closed
+		s.presenceSoon() // its window closed
 	}
 }
 
