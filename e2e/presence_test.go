@@ -61,3 +61,39 @@ func TestPresenceWindows(t *testing.T) {
 	require.NoError(t, b.ws.Close(websocket.StatusNormalClosure, ""))
 	waitPresence(t, a, sid, 1)
 }
+
+// TestPresenceCoalesces: a connection switching sessions in a loop does not flood the others with
+// presence:changed (adversarial review).
+func TestPresenceCoalesces(t *testing.T) {
+	s := startServer(t, serverOpts{dbURL: storetest.URL(t)})
+	tok := s.mintToken("presence", "chat")
+	a, bystander := dial(t, s, tok), dial(t, s, tok)
+	a.hello()
+	bystander.hello()
+	s1, _ := createSession(t, a)
+	s2, _ := createSession(t, a)
+	start := time.Now()
+	for i := 0; i < 200; i++ {
+		id := s1
+		if i%2 == 1 {
+			id = s2
+		}
+		a.result("sessions.get", map[string]any{"sessionId": id}, nil)
+	}
+	elapsed := time.Since(start)
+	time.Sleep(300 * time.Millisecond)
+	n := 0
+	for {
+		select {
+		case b := <-bystander.frames:
+			if f := parseFrame(t, b); f.Method == "ipc.signal" {
+				n++
+			}
+			continue
+		default:
+		}
+		break
+	}
+	// One signal per 100 ms at most, plus the trailing one.
+	require.LessOrEqual(t, n, int(elapsed/(100*time.Millisecond))+2, "%d presence signals in %s", n, elapsed)
+}

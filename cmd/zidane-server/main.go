@@ -168,6 +168,9 @@ func startCmd() *cobra.Command {
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			db.resolve()
+			if err := dataDirInUse(db.dataDir); err != nil {
+				return err
+			}
 			ln, err := server.Listen(listen)
 			if err != nil {
 				return err
@@ -200,7 +203,7 @@ func startCmd() *cobra.Command {
 				go func() { errc <- hs.Serve(uln) }()
 			}
 			addr := ln.Addr().String()
-			removeDaemonFile, err := writeDaemonFile(ctx, st, db.dataDir, addr, unixSocket, log)
+			removeDaemonFile, err := writeDaemonFile(ctx, st, db.dataDir, addr, unixSocket, srv.Epoch(), log)
 			if err != nil {
 				log.Warn("daemon.json not written; local clients need ZIDANE_URL and ZIDANE_TOKEN", "err", err)
 			} else {
@@ -246,17 +249,43 @@ func startCmd() *cobra.Command {
 	return cmd
 }
 
-// localTokenName names the chat token minted for daemon.json; a new start replaces it.
-const localTokenName = "local-daemon"
+// localTokenPrefix starts the name of the chat token each server mints for its daemon.json; the
+// rest is the start of its signal epoch, so servers sharing a database never touch each other's.
+const localTokenPrefix = "local-"
+
+// dataDirInUse reports another live zidane-server that owns dataDir's daemon.json.
+func dataDirInUse(dataDir string) error {
+	d, err := client.ReadDaemonFile(dataDir)
+	if err != nil || d.PID == os.Getpid() {
+		return nil // none, or stale (its process is gone)
+	}
+	if comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", d.PID)); err == nil && !strings.HasPrefix(string(comm), "zidane-server") {
+		return nil // the pid was reused by another program: stale
+	}
+	return fmt.Errorf("data dir %s is in use by zidane-server pid %d (%s); stop it, or pass another --data-dir",
+		dataDir, d.PID, filepath.Join(dataDir, client.DaemonFileName))
+}
 
 // writeDaemonFile mints a chat token for local clients and writes <data-dir>/daemon.json (mode
-// 0600). The returned func removes the file and revokes the token (on clean exit).
-func writeDaemonFile(ctx context.Context, st *store.Store, dataDir, addr, socket string, log *slog.Logger) (func(), error) {
+// 0600). A stale file's token (a server that did not stop cleanly) is revoked first. The returned
+// func removes the file if it is still this server's and revokes this server's token.
+func writeDaemonFile(ctx context.Context, st *store.Store, dataDir, addr, socket, epoch string, log *slog.Logger) (func(), error) {
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return nil, err
 	}
-	_, _ = st.RevokeToken(ctx, localTokenName) // a previous run's token, if it did not clean up
-	plain, _, err := st.CreateToken(ctx, localTokenName, "chat")
+	path := filepath.Join(dataDir, client.DaemonFileName)
+	if b, err := os.ReadFile(path); err == nil {
+		var old client.DaemonFile
+		if json.Unmarshal(b, &old) == nil && old.Token != "" {
+			if t, err := st.LookupToken(ctx, old.Token); err == nil {
+				if _, err := st.RevokeToken(ctx, t.Name); err == nil {
+					log.Info("revoked the token of a stale daemon.json", "token", t.Name)
+				}
+			}
+		}
+	}
+	name := localTokenPrefix + epoch[:8]
+	plain, _, err := st.CreateToken(ctx, name, "chat")
 	if err != nil {
 		return nil, err
 	}
@@ -270,7 +299,6 @@ func writeDaemonFile(ctx context.Context, st *store.Store, dataDir, addr, socket
 		StartedAt: time.Now().UnixMilli(), ProtocolVersion: protocol.ProtocolVersion, Token: plain,
 	}
 	b, _ := json.MarshalIndent(d, "", "  ")
-	path := filepath.Join(dataDir, client.DaemonFileName)
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
 		return nil, err
@@ -279,10 +307,12 @@ func writeDaemonFile(ctx context.Context, st *store.Store, dataDir, addr, socket
 		return nil, err
 	}
 	return func() {
-		os.Remove(path)
+		if cur, err := client.ReadDaemonFile(dataDir); err == nil && cur.PID == os.Getpid() {
+			os.Remove(path)
+		}
 		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		if _, err := st.RevokeToken(cctx, localTokenName); err != nil {
+		if _, err := st.RevokeToken(cctx, name); err != nil {
 			log.Warn("revoke the local token", "err", err)
 		}
 	}, nil

@@ -1,0 +1,65 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/zidane-server/zidane/server/store/storetest"
+)
+
+// TestDataDirOwnership: a second server on a data dir in use is refused and touches nothing of
+// the first (its daemon.json and local token stay); a stale daemon.json (the server was killed)
+// is replaced and its token revoked (adversarial review).
+func TestDataDirOwnership(t *testing.T) {
+	db := storetest.URL(t)
+	data := t.TempDir()
+	a := startServer(t, serverOpts{dbURL: db, dataDir: data})
+	before, err := os.ReadFile(filepath.Join(data, "daemon.json"))
+	require.NoError(t, err)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	b := exec.CommandContext(ctx, serverBin, "start", "--listen", freeAddr(t), "--data-dir", data, "--database-url", db, "--workspace-root", t.TempDir())
+	b.Env = env(false)
+	out, err := b.CombinedOutput()
+	require.Error(t, err, "%s", out)
+	assert.Contains(t, string(out), "is in use by zidane-server pid")
+	after, err := os.ReadFile(filepath.Join(data, "daemon.json"))
+	require.NoError(t, err)
+	assert.Equal(t, string(before), string(after))
+	cli := exec.CommandContext(ctx, cliBin, "-c", "Still mine?")
+	cli.Env = env(false, "ZIDANE_SERVER_HOME="+data)
+	o, err := cli.CombinedOutput()
+	require.NoError(t, err, "%s", o)
+
+	// Kill A: its daemon.json is stale; the next server replaces it and revokes the old token.
+	require.NoError(t, a.cmd.Process.Kill())
+	<-a.done
+	a.stopped = true
+	stale, err := os.ReadFile(filepath.Join(data, "daemon.json"))
+	require.NoError(t, err)
+	c := startServer(t, serverOpts{dbURL: db, dataDir: data})
+	fresh, err := os.ReadFile(filepath.Join(data, "daemon.json"))
+	require.NoError(t, err)
+	assert.NotEqual(t, string(stale), string(fresh))
+	list := exec.CommandContext(ctx, serverBin, "token", "list", "--database-url", db)
+	list.Env = env(false)
+	o, err = list.CombinedOutput()
+	require.NoError(t, err, "%s", o)
+	live := 0
+	for _, line := range strings.Split(string(o), "\n") {
+		if strings.HasPrefix(line, "local-") && strings.HasSuffix(line, "-") { // REVOKED "-": live
+			live++
+		}
+	}
+	assert.Equal(t, 1, live, "one live local token, the new server's:\n%s", o)
+	c.stop()
+}
