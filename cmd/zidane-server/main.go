@@ -193,21 +193,26 @@ func startCmd() *cobra.Command {
 			}
 			hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
 			errc := make(chan error, 2)
-			go func() { errc <- hs.Serve(ln) }()
+			var uln net.Listener
 			if unixSocket != "" {
-				uln, err := listenUnix(unixSocket)
-				if err != nil {
+				if uln, err = listenUnix(unixSocket); err != nil {
+					ln.Close()
 					return err
 				}
 				defer os.Remove(unixSocket)
-				go func() { errc <- hs.Serve(uln) }()
 			}
 			addr := ln.Addr().String()
+			// daemon.json is in place before the first request is served: a client that sees the
+			// server healthy finds it.
 			removeDaemonFile, err := writeDaemonFile(ctx, st, db.dataDir, addr, unixSocket, srv.Epoch(), log)
 			if err != nil {
 				log.Warn("daemon.json not written; local clients need ZIDANE_URL and ZIDANE_TOKEN", "err", err)
 			} else {
 				defer removeDaemonFile()
+			}
+			go func() { errc <- hs.Serve(ln) }()
+			if uln != nil {
+				go func() { errc <- hs.Serve(uln) }()
 			}
 			where := "--data-dir " + db.dataDir
 			if cfg.DatabaseURL != "" {
