@@ -295,7 +295,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/schema+json")
 		w.Write(protocol.BundledSchema)
 	default:
-		plainText(w, http.StatusNotFound, "Not found. Connect a WebSocket to this port, or GET /healthz, /version, /protocol.json.")
+		plainText(w, http.StatusNotFound, "Not found. Connect a WebSocket to this port, or GET /healthz, /version, /protocol.json, /metrics, or POST /zidane/pair.")
 	}
 }
 

@@ -499,7 +499,11 @@ func pairCmd() *cobra.Command {
 			}
 			fmt.Fprintf(os.Stderr, "%s pairing code, single use, valid until %s (%s):\n", scope, exp.Format("2006-01-02 15:04:05 MST"), ttl)
 			fmt.Println(code)
-			fmt.Fprintf(os.Stderr, "redeem: curl -X POST http://<server>/zidane/pair -d '{\"code\":\"%s\",\"name\":\"my-laptop\"}'\n", code)
+			server := "http://<server>"
+			if d, err := client.ReadDaemonFile(db.dataDir); err == nil {
+				server = "http" + strings.TrimPrefix(d.URL, "ws")
+			}
+			fmt.Fprintf(os.Stderr, "redeem: curl -X POST %s/zidane/pair -d '{\"code\":\"%s\",\"name\":\"my-laptop\"}'\n", server, code)
 			return nil
 		},
 	}

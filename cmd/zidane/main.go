@@ -72,6 +72,7 @@ func run() int {
 			return 1
 		}
 		sid = s.ID
+		fmt.Fprintf(os.Stderr, "session %s (continue it with --session %s)\n", sid, sid)
 	}
 	res, err := c.ChatSend(ctx, &protocol.ChatSendParams{SessionID: sid, Prompt: *prompt})
 	if err != nil {
