@@ -287,38 +287,15 @@ var contract = func() *protocol.Contract {
 }()
 
 func (c *wsConn) checkContract(b []byte) {
-	var f struct {
-		ID     json.RawMessage `json:"id"`
-		Method string          `json:"method"`
-		Params json.RawMessage `json:"params"`
-		Result json.RawMessage `json:"result"`
-		Error  *protocol.Error `json:"error"`
-	}
-	if json.Unmarshal(b, &f) != nil {
-		return // a batch answer or not JSON: the tests that send such frames check them
-	}
-	switch {
-	case f.Method == "ipc.signal":
-		if err := contract.CheckSignal(f.Params); err != nil {
-			c.t.Errorf("contract: %v", err)
-		}
-	case f.Error != nil:
+	err := contract.CheckFrame(b, func(id json.RawMessage) string {
 		c.mu.Lock()
-		delete(c.methods, string(f.ID))
-		c.mu.Unlock()
-		if err := contract.CheckError(f.Error); err != nil {
-			c.t.Errorf("contract: %v", err)
-		}
-	case f.Result != nil:
-		c.mu.Lock()
-		m := c.methods[string(f.ID)]
-		delete(c.methods, string(f.ID))
-		c.mu.Unlock()
-		if m != "" {
-			if err := contract.CheckResult(m, f.Result); err != nil {
-				c.t.Errorf("contract: %v", err)
-			}
-		}
+		defer c.mu.Unlock()
+		m := c.methods[string(id)]
+		delete(c.methods, string(id))
+		return m
+	})
+	if err != nil {
+		c.t.Errorf("contract: %v", err)
 	}
 }
 

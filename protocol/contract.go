@@ -187,3 +187,31 @@ func errorNames() map[string]int {
 	}
 	return out
 }
+
+// CheckFrame validates one frame a server sent: an ipc.signal's params, an error's data, or a
+// result (when method, given the answer's raw id, names the request's method; "" skips it).
+// Frames that are not one JSON object (batch answers) are not checked here.
+func (c *Contract) CheckFrame(frame []byte, method func(id json.RawMessage) string) error {
+	var f struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+		Params json.RawMessage `json:"params"`
+		Result json.RawMessage `json:"result"`
+		Error  *Error          `json:"error"`
+	}
+	if json.Unmarshal(frame, &f) != nil {
+		return nil
+	}
+	switch {
+	case f.Method == "ipc.signal":
+		return c.CheckSignal(f.Params)
+	case f.Error != nil:
+		method(f.ID) // forget the request
+		return c.CheckError(f.Error)
+	case f.Result != nil:
+		if m := method(f.ID); m != "" {
+			return c.CheckResult(m, f.Result)
+		}
+	}
+	return nil
+}

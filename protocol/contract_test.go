@@ -57,3 +57,16 @@ func TestForwardCompatibleDecoding(t *testing.T) {
 	_, err = DecodeStreamEvent([]byte(`{"text":"no kind"}`))
 	assert.Error(t, err)
 }
+
+func TestContractCheckFrame(t *testing.T) {
+	c, err := NewContract()
+	require.NoError(t, err)
+	methods := map[string]string{"7": MethodChatSend}
+	lookup := func(id json.RawMessage) string { m := methods[string(id)]; delete(methods, string(id)); return m }
+	assert.NoError(t, c.CheckFrame([]byte(`{"jsonrpc":"2.0","id":7,"result":{"runId":"r"}}`), lookup))
+	methods["8"] = MethodChatSend
+	assert.Error(t, c.CheckFrame([]byte(`{"jsonrpc":"2.0","id":8,"result":{"runId":"r","x":1}}`), lookup))
+	assert.NoError(t, c.CheckFrame([]byte(`{"jsonrpc":"2.0","id":9,"result":{"anything":1}}`), lookup), "unknown id: not checked")
+	assert.Error(t, c.CheckFrame([]byte(`{"jsonrpc":"2.0","method":"ipc.signal","params":{"kind":"run:end","sessionId":"s"}}`), lookup))
+	assert.NoError(t, c.CheckFrame([]byte(`[{"jsonrpc":"2.0","id":1,"result":{}}]`), lookup), "batches are not checked here")
+}

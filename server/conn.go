@@ -372,47 +372,51 @@ func (c *conn) setCloseErr(err error) {
 }
 
 // close closes the WebSocket with a status; safe to call many times and from any goroutine.
-// The first call wins; later calls return at once.
+// The first close (or closeBroken) wins; later calls return at once.
 func (c *conn) close(code websocket.StatusCode, reason string) {
-	c.qmu.Lock()
-	if c.closing {
-		c.qmu.Unlock()
+	if !c.markClosing() {
 		return
 	}
-	c.closing = true
-	c.qmu.Unlock()
 	c.finishClose(code, reason)
 }
 
-// finishClose cancels the connection's context (and so every in-flight handler's, field case
-// B29), wakes the writer so it stops, and runs the close handshake: the close frame is written
-// once the frame in flight (if any) is out, bounded by coder/websocket's 5 s close timeouts.
 // closeBroken ends a connection whose write failed (the peer reset it, or stopped reading past
 // the write timeout): nothing more can be sent, so no close code is counted as sent.
 func (c *conn) closeBroken() {
-	c.qmu.Lock()
-	if c.closing {
-		c.qmu.Unlock()
+	if !c.markClosing() {
 		return
 	}
-	c.closing = true
-	c.qmu.Unlock()
 	c.srv.metrics.closes.WithLabelValues("write_failed").Inc()
-	c.cancel()
-	select {
-	case c.qwake <- struct{}{}:
-	default:
-	}
+	c.stop()
 	_ = c.ws.CloseNow()
 }
 
-func (c *conn) finishClose(code websocket.StatusCode, reason string) {
-	c.srv.metrics.closes.WithLabelValues(strconv.Itoa(int(code))).Inc()
+// markClosing sets closing and reports whether this call did (the first to close wins).
+func (c *conn) markClosing() bool {
+	c.qmu.Lock()
+	defer c.qmu.Unlock()
+	if c.closing {
+		return false
+	}
+	c.closing = true
+	return true
+}
+
+// stop cancels the connection's context (and so every in-flight handler's, field case B29) and
+// wakes the writer so it stops.
+func (c *conn) stop() {
 	c.cancel()
 	select {
 	case c.qwake <- struct{}{}:
 	default:
 	}
+}
+
+// finishClose stops the connection and runs the close handshake: the close frame is written
+// once the frame in flight (if any) is out, bounded by coder/websocket's 5 s close timeouts.
+func (c *conn) finishClose(code websocket.StatusCode, reason string) {
+	c.srv.metrics.closes.WithLabelValues(strconv.Itoa(int(code))).Inc()
+	c.stop()
 	_ = c.ws.Close(code, reason)
 }
 

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"net/http/httptest"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,18 +12,12 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/zidane-server/zidane/server/store/storetest"
 )
 
 func TestPairingOverHTTP(t *testing.T) {
-	st := storetest.New(t)
-	srv, err := New(context.Background(), Config{WorkspaceRoots: []string{t.TempDir()}}, st)
-	require.NoError(t, err)
-	t.Cleanup(func() { srv.Shutdown(context.Background()) })
-	srv.pairs.unit = time.Millisecond
-	hs := httptest.NewServer(srv)
-	t.Cleanup(hs.Close)
+	e := newEnv(t, nil)
+	st, hs := e.st, e.hs
+	e.srv.pairs.unit = time.Millisecond
 
 	post := func(body string, hdr ...string) (int, map[string]string, http.Header) {
 		req, _ := http.NewRequest(http.MethodPost, hs.URL+"/zidane/pair", bytes.NewBufferString(body))
@@ -120,13 +113,9 @@ func TestPairLimiterCountsParallelAttempts(t *testing.T) {
 }
 
 func TestPairingParallelBruteForce(t *testing.T) {
-	st := storetest.New(t)
-	srv, err := New(context.Background(), Config{WorkspaceRoots: []string{t.TempDir()}}, st)
-	require.NoError(t, err)
-	t.Cleanup(func() { srv.Shutdown(context.Background()) })
-	srv.pairs.unit = time.Millisecond
-	hs := httptest.NewServer(srv)
-	t.Cleanup(hs.Close)
+	e := newEnv(t, nil)
+	hs := e.hs
+	e.srv.pairs.unit = time.Millisecond
 	var wg sync.WaitGroup
 	var checked, refused atomic.Int64
 	start := make(chan struct{})

@@ -105,32 +105,13 @@ var contract = func() *protocol.Contract {
 }()
 
 func (c *testConn) checkContract(b []byte) {
-	var f struct {
-		ID     json.RawMessage `json:"id"`
-		Method string          `json:"method"`
-		Params json.RawMessage `json:"params"`
-		Result json.RawMessage `json:"result"`
-		Error  *protocol.Error `json:"error"`
-	}
-	if json.Unmarshal(b, &f) != nil {
-		return // batch answers are checked by the tests that send batches
-	}
-	switch {
-	case f.Method == "ipc.signal":
-		if err := contract.CheckSignal(f.Params); err != nil {
-			c.t.Errorf("contract: %v", err)
-		}
-	case f.Error != nil:
-		c.methods.Delete(string(f.ID))
-		if err := contract.CheckError(f.Error); err != nil {
-			c.t.Errorf("contract: %v", err)
-		}
-	case f.Result != nil:
-		if m, ok := c.methods.LoadAndDelete(string(f.ID)); ok {
-			if err := contract.CheckResult(m.(string), f.Result); err != nil {
-				c.t.Errorf("contract: %v", err)
-			}
-		}
+	err := contract.CheckFrame(b, func(id json.RawMessage) string {
+		m, _ := c.methods.LoadAndDelete(string(id))
+		s, _ := m.(string)
+		return s
+	})
+	if err != nil {
+		c.t.Errorf("contract: %v", err)
 	}
 }
 
