@@ -24,6 +24,7 @@ import (
 	"github.com/zidane-server/zidane/protocol"
 	"github.com/zidane-server/zidane/server/agent"
 	"github.com/zidane-server/zidane/server/store"
+	"github.com/zidane-server/zidane/server/workspace"
 )
 
 // Version is the server's application version, reported in hello and GET /version.
@@ -112,6 +113,7 @@ type Config struct {
 // Server is one zidane-server process.
 type Server struct {
 	cfg       Config
+	ws        *workspace.Workspace // the one confinement point for paths in the roots
 	store     *store.Store
 	log       *slog.Logger
 	hub       *hub
@@ -153,11 +155,11 @@ func New(ctx context.Context, cfg Config, st *store.Store) (*Server, error) {
 		}
 		cfg.WorkspaceRoots = []string{wd}
 	}
-	roots, err := cleanRoots(cfg.WorkspaceRoots)
+	ws, err := workspace.New(cfg.WorkspaceRoots)
 	if err != nil {
 		return nil, err
 	}
-	cfg.WorkspaceRoots = roots
+	cfg.WorkspaceRoots = ws.Roots()
 	hostID, err := st.HostID(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("read host id: %w", err)
@@ -170,7 +172,7 @@ func New(ctx context.Context, cfg Config, st *store.Store) (*Server, error) {
 	hn, _ := os.Hostname()
 	base, stop := context.WithCancel(context.Background())
 	s := &Server{
-		cfg: cfg, store: st, log: cfg.Logger, hostID: hostID, epoch: uuid.NewString(),
+		cfg: cfg, ws: ws, store: st, log: cfg.Logger, hostID: hostID, epoch: uuid.NewString(),
 		startedAt: time.Now(), hostName: hn, baseCtx: base, stop: stop, conns: map[*conn]struct{}{},
 	}
 	s.hub = newHub(s.epoch, cfg.Limits.Replay, int(cfg.Limits.MaxMessageBytes))
@@ -397,6 +399,7 @@ func (s *Server) Shutdown(ctx context.Context) {
 	}
 	s.stop()
 	s.runs.Close()
+	_ = s.ws.Close()
 }
 
 // Listen opens the TCP listener; a clear error names the address in use.
