@@ -1,6 +1,6 @@
 module github.com/zidane-server/zidane
 
-go 1.26.0
+go 1.26.5
 
 require (
 	github.com/coder/websocket v1.8.15
