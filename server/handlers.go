@@ -232,7 +232,7 @@ func (h sessionsHandler) LoadEvents(ctx context.Context, p *protocol.SessionsLoa
 		return nil, err
 	}
 	h.s.setView(connFrom(ctx), p.SessionID)
-	h.s.writer.flushSession(ctx, p.SessionID)
+	h.s.runs.Flush(ctx)
 	res := &protocol.SessionsLoadEventsResult{Exact: true, Events: []protocol.StreamEvent{}}
 	var rows []store.EventRow
 	if p.Before == nil && p.Limit == nil {
@@ -300,9 +300,12 @@ func (h chatHandler) Send(ctx context.Context, p *protocol.ChatSendParams) (*pro
 		return nil, err
 	}
 	h.s.setView(connFrom(ctx), x.ID)
-	runID, err := h.s.runs.start(ctx, x, p.Prompt, connFrom(ctx))
+	if h.s.draining.Load() {
+		return nil, protocol.NewHandlerFailedError("The server is shutting down; send the prompt again once it is back.")
+	}
+	runID, err := h.s.runs.Start(ctx, x, p.Prompt, originOf(connFrom(ctx)))
 	if err != nil {
-		return nil, err
+		return nil, agentErr(err)
 	}
 	return &protocol.ChatSendResult{RunID: runID}, nil
 }
@@ -394,5 +397,7 @@ func (h chatHandler) Cancel(ctx context.Context, p *protocol.ChatCancelParams) (
 	if p.RunID != nil {
 		runID = *p.RunID
 	}
-	return &protocol.ChatCancelResult{Cancelled: h.s.runs.cancel(p.SessionID, runID)}, nil
+	return &protocol.ChatCancelResult{Cancelled: h.s.runs.Cancel(p.SessionID, runID)}, nil
 }
+
+func ptr[T any](v T) *T { return &v }

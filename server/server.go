@@ -1,6 +1,7 @@
 // Package server is zidane-server: HTTP and WebSocket on one port, token auth, the JSON-RPC
-// connection loop, the signal hub with its replay log, the handlers of the generated protocol
-// interfaces, and the agent runtime. It implements the protocol seed (shared/seeds/000_…).
+// connection loop, the signal hub with its replay log, and the thin handlers of the generated
+// protocol interfaces. The agent runtime lives in server/agent and reports through agentReporter.
+// It implements the protocol seed (shared/seeds/000_…).
 package server
 
 import (
@@ -21,6 +22,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/zidane-server/zidane/protocol"
+	"github.com/zidane-server/zidane/server/agent"
 	"github.com/zidane-server/zidane/server/store"
 	"github.com/zidane-server/zidane/server/workspace"
 )
@@ -123,8 +125,7 @@ type Server struct {
 	baseCtx   context.Context
 	stop      context.CancelFunc
 	connSeq   atomic.Int64
-	runs      *runtime
-	writer    *transcriptWriter
+	runs      *agent.Runtime
 	pairs     *pairLimiter
 	metrics   *metrics
 
@@ -178,8 +179,14 @@ func New(ctx context.Context, cfg Config, st *store.Store) (*Server, error) {
 	s.pairs = newPairLimiter()
 	s.metrics = newMetrics(s)
 	s.hub.published = s.metrics.signals
-	s.writer = newTranscriptWriter(st, s.log)
-	s.runs = newRuntime(s)
+	s.runs, err = agent.New(agent.Config{
+		Store: st, Reporter: agentReporter{s}, Logger: s.log,
+		MaxMessageBytes: int(cfg.Limits.MaxMessageBytes), StepDelay: cfg.StepDelay,
+	})
+	if err != nil {
+		stop()
+		return nil, err
+	}
 	s.handlers = &handlers{s: s}
 	go st.ListenTokenRevocations(base, time.Second, s.closeTokenConns)
 	return s, nil
@@ -220,7 +227,7 @@ func (s *Server) presenceSoon() {
 		time.AfterFunc(presenceDelay, func() {
 			s.presencePending.Store(false)
 			if s.baseCtx.Err() == nil {
-				s.runs.publishPresence()
+				s.publishPresence()
 			}
 		})
 	}
@@ -365,10 +372,8 @@ func (s *Server) Shutdown(ctx context.Context) {
 		runCtx, cancel = context.WithDeadline(ctx, d.Add(-5*time.Second))
 		defer cancel()
 	}
-	s.runs.interruptAll(runCtx)
-	if err := s.writer.flush(ctx); err != nil {
-		s.log.Error("transcript flush at shutdown failed", "err", err)
-	}
+	s.runs.Shutdown(runCtx)
+	s.runs.Flush(ctx)
 	s.connsMu.Lock()
 	cs := make([]*conn, 0, len(s.conns))
 	for c := range s.conns {
@@ -393,7 +398,7 @@ func (s *Server) Shutdown(ctx context.Context) {
 		}
 	}
 	s.stop()
-	s.writer.close()
+	s.runs.Close()
 	_ = s.ws.Close()
 }
 
