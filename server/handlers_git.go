@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -46,8 +47,8 @@ func (s *Server) gitRepo(ctx context.Context, cwd string) (*gitx.Repo, error) {
 		return nil, gitErr(err, dir)
 	}
 	for _, p := range []string{repo.Top, repo.GitDir, repo.CommonDir} {
-		if s.rootOf(p) == "" {
-			return nil, protocol.NewHandlerFailedError(fmt.Sprintf("The repository of %q lies outside the workspace roots (%s at %s); use a repository inside %s.", cwd, "its top or git folder", p, strings.Join(s.cfg.WorkspaceRoots, ", ")))
+		if _, err := s.ws.Folder(p); err != nil {
+			return nil, protocol.NewHandlerFailedError(fmt.Sprintf("The repository of %q lies outside the workspace roots (%s at %s); use a repository inside %s.", cwd, "its top or git folder", p, strings.Join(s.ws.Roots(), ", ")))
 		}
 	}
 	return repo, nil
@@ -80,9 +81,20 @@ func gitErr(err error, dir string) error {
 	}
 	var ge *gitx.Error
 	if errors.As(err, &ge) {
-		return protocol.NewHandlerFailedError(truncate(ge.Error(), 2000))
+		return protocol.NewHandlerFailedError(clip(ge.Error(), 2000))
 	}
 	return err
+}
+
+// clip cuts s to at most n bytes (on a rune boundary), marking the cut with "…".
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }
 
 func gitChanges(cs []gitx.Change) []protocol.GitChange {
@@ -342,19 +354,15 @@ func (s *Server) cloneDest(into string) (string, error) {
 	if strings.ContainsRune(into, 0) {
 		return "", protocol.NewInvalidParamsError("params/into: a path cannot hold a NUL character.", &protocol.InvalidParamsErrorData{Pointer: "/into"})
 	}
-	if !filepath.IsAbs(into) {
-		into = filepath.Join(s.cfg.WorkspaceRoots[0], into)
+	p, err := s.ws.Resolve("", into)
+	if err != nil || p.Rel == "." {
+		return "", protocol.NewHandlerFailedError(fmt.Sprintf("Cannot clone into %q: the folder must be a new folder inside the workspace roots (%s).", into, strings.Join(s.ws.Roots(), ", ")))
 	}
-	into = filepath.Clean(into)
-	name := filepath.Base(into)
-	if s.rootOf(into) == "" || into == s.rootOf(into) {
-		return "", protocol.NewHandlerFailedError(fmt.Sprintf("Cannot clone into %q: the folder must be a new folder inside the workspace roots (%s).", into, strings.Join(s.cfg.WorkspaceRoots, ", ")))
-	}
-	_, parent, err := s.resolveCwd(filepath.Dir(into))
+	_, parent, err := s.resolveCwd(filepath.Dir(p.Abs()))
 	if err != nil {
 		return "", err
 	}
-	dest := filepath.Join(parent, name)
+	dest := filepath.Join(parent, filepath.Base(p.Abs()))
 	if _, err := os.Lstat(dest); err == nil {
 		return "", protocol.NewHandlerFailedError(fmt.Sprintf("Cannot clone into %q: it already exists; pick a new folder name.", dest))
 	}
@@ -434,7 +442,7 @@ func (s *Server) runClone(ctx context.Context, job *cloneJob, src, dest string) 
 			msg = pe.Message
 		}
 		s.log.Info("clone failed", "dest", dest, "err", err)
-		publish(&protocol.GitCloneProgressSignal{CloneID: job.id, Phase: protocol.GitCloneProgressPhaseFailed, Message: ptr(truncate(msg, 2000))})
+		publish(&protocol.GitCloneProgressSignal{CloneID: job.id, Phase: protocol.GitCloneProgressPhaseFailed, Message: ptr(clip(msg, 2000))})
 	}
 }
 
