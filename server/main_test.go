@@ -4,8 +4,13 @@ import (
 	"testing"
 
 	"github.com/zidane-server/zidane/server/store/storetest"
+	"github.com/zidane-server/zidane/server/workspace/sandbox"
 )
 
 // TestMain runs the package's tests against the Postgres of DATABASE_URL, or a managed local
-// Postgres that storetest.Main stops at the end.
-func TestMain(m *testing.M) { storetest.Main(m) }
+// Postgres that storetest.Main stops at the end. Sandboxed commands re-execute this test binary
+// as their launcher: sandbox.Main runs it and exits before any test starts.
+func TestMain(m *testing.M) {
+	sandbox.Main()
+	storetest.Main(m)
+}

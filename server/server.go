@@ -27,6 +27,7 @@ import (
 	"github.com/zidane-server/zidane/server/store"
 	"github.com/zidane-server/zidane/server/workspace"
 	"github.com/zidane-server/zidane/server/workspace/gitx"
+	"github.com/zidane-server/zidane/server/workspace/sandbox"
 )
 
 // Version is the server's application version, reported in hello and GET /version.
@@ -122,6 +123,8 @@ type Config struct {
 	// TerminalPrepare, when set, changes each terminal's command before it starts: the hook
 	// through which terminals run under the operator's sandbox policy. An error refuses the start.
 	TerminalPrepare func(*exec.Cmd) error
+	// Sandbox configures the OS sandbox of the agent's commands (issue 14).
+	Sandbox SandboxConfig
 }
 
 // Server is one zidane-server process.
@@ -156,6 +159,10 @@ type Server struct {
 	// terms are the running terminals by id (handlers_terminal.go).
 	termMu sync.Mutex
 	terms  map[string]*termJob
+
+	// sandbox runs the agent's commands (server/sandbox.go); host caches host.info.
+	sandbox *sandbox.Sandbox
+	host    hostCache
 }
 
 // compile-time check that the server implements every generated handler interface.
@@ -210,6 +217,10 @@ func New(ctx context.Context, cfg Config, st *store.Store) (*Server, error) {
 		return nil, err
 	}
 	s.handlers = &handlers{s: s}
+	if err := s.newSandbox(); err != nil {
+		stop()
+		return nil, fmt.Errorf("sandbox: %w", err)
+	}
 	s.git = &gitx.Runner{Schemes: cfg.CloneSchemes}
 	s.clones = map[string]*cloneJob{}
 	s.terms = map[string]*termJob{}

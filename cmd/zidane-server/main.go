@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"github.com/zidane-server/zidane/client"
 	"github.com/zidane-server/zidane/protocol"
@@ -156,6 +157,9 @@ func startCmd() *cobra.Command {
 	var limits server.Limits
 	var allowClone, projectTerminals bool
 	var cloneSchemes []string
+	var sb server.SandboxConfig
+	var sbDefault string
+	var sbUnsupported []string
 	cmd := &cobra.Command{
 		Use:   "start",
 		Short: "Start the server (on a managed local Postgres unless --database-url or DATABASE_URL is set)",
@@ -169,6 +173,25 @@ func startCmd() *cobra.Command {
 						origins = append(origins, o)
 					}
 				}
+			}
+			// Runtime case R26: the server's /proc entries (environ, cmdline, fds) are not readable by
+			// other processes of its user, such as a command run under the off policy.
+			if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+				log.Warn("could not mark the process non-dumpable", "err", err)
+			}
+			pol, err := sandbox.ParsePolicy(sbDefault)
+			if err != nil {
+				return err
+			}
+			sb.Default = pol
+			if env := os.Getenv("ZIDANE_SANDBOX_UNSUPPORTED"); env != "" {
+				sbUnsupported = append(sbUnsupported, strings.Split(env, ",")...)
+			}
+			for _, f := range sbUnsupported {
+				sb.Unsupported = append(sb.Unsupported, sandbox.Feature(strings.TrimSpace(f)))
+			}
+			if unixSocket != "" {
+				sb.Hide = append(sb.Hide, unixSocket)
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
@@ -188,7 +211,7 @@ func startCmd() *cobra.Command {
 			defer closeDB()
 			self, cli := binaries()
 			cfg := server.Config{WorkspaceRoots: roots, AllowedOrigins: origins, DataDir: db.dataDir, StepDelay: stepDelay, Logger: log, Limits: limits, Binary: self,
-				AllowClone: allowClone, CloneSchemes: cloneSchemes, ProjectTerminals: projectTerminals}
+				AllowClone: allowClone, CloneSchemes: cloneSchemes, ProjectTerminals: projectTerminals, Sandbox: sb}
 			if db.databaseURL != "" {
 				cfg.DatabaseURL = db.databaseURL
 			}
@@ -258,6 +281,16 @@ func startCmd() *cobra.Command {
 	cmd.Flags().BoolVar(&allowClone, "allow-clone", false, "let chat tokens clone repositories into the workspace roots (git.clone)")
 	cmd.Flags().StringArrayVar(&cloneSchemes, "clone-scheme", nil, "URL scheme git.clone and git.sync accept (repeatable; default https and ssh; local paths inside the roots always)")
 	cmd.Flags().BoolVar(&projectTerminals, "project-terminals", false, "let admin tokens run terminals in the workspace roots (see docs/security.md)")
+	cmd.Flags().StringVar(&sbDefault, "sandbox", string(sandbox.WorkspaceWrite), "default sandbox policy of the agent's commands: workspace-write, workspace-write+network, read-only, or off (needs --sandbox-allow-off); an admin token changes it per session (sessions.setSandbox)")
+	cmd.Flags().BoolVar(&sb.AllowOff, "sandbox-allow-off", false, "allow the off policy (commands run without a sandbox, with the server's user's rights) as default or per session")
+	cmd.Flags().BoolVar(&sb.Terminals, "sandbox-terminals", false, "run project terminals under the default sandbox policy too")
+	cmd.Flags().Uint64Var(&sb.Limits.CPUSeconds, "sandbox-cpu-seconds", sandbox.DefaultLimits.CPUSeconds, "CPU seconds per process of a sandboxed command (RLIMIT_CPU)")
+	cmd.Flags().Uint64Var(&sb.Limits.MemoryBytes, "sandbox-memory-bytes", sandbox.DefaultLimits.MemoryBytes, "address space per process of a sandboxed command, in bytes (RLIMIT_AS)")
+	cmd.Flags().Uint64Var(&sb.Limits.Processes, "sandbox-processes", sandbox.DefaultLimits.Processes, "processes and threads of one sandboxed command together")
+	cmd.Flags().Uint64Var(&sb.Limits.FileBytes, "sandbox-file-bytes", sandbox.DefaultLimits.FileBytes, "largest file a sandboxed command may write, in bytes (RLIMIT_FSIZE)")
+	cmd.Flags().StringArrayVar(&sb.Hide, "sandbox-hide", nil, "another file or folder sandboxed commands must not see (repeatable; the data dir is always hidden)")
+	cmd.Flags().StringArrayVar(&sbUnsupported, "sandbox-unsupported", nil, "treat a kernel feature as missing: landlock, namespaces, netns or all (repeatable; also $ZIDANE_SANDBOX_UNSUPPORTED, comma-separated; for tests)")
+	cmd.Flags().MarkHidden("sandbox-unsupported")
 	cmd.Flags().DurationVar(&stepDelay, "scripted-step-delay", 0, "pause between the scripted provider's streamed pieces (for demos and tests)")
 	cmd.Flags().MarkHidden("scripted-step-delay")
 	return cmd

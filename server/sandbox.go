@@ -1,0 +1,117 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"github.com/zidane-server/zidane/server/workspace/sandbox"
+)
+
+// SandboxConfig configures the OS sandbox of the agent's commands (issue 14; docs/security.md).
+type SandboxConfig struct {
+	// Default is the policy of a session nobody set one for; default workspace-write.
+	Default sandbox.Policy
+	// AllowOff lets the off policy (no sandbox) be the default or a session's policy.
+	AllowOff bool
+	// Unsupported forces kernel features to count as missing (a setting for tests); "all" names
+	// every feature.
+	Unsupported []sandbox.Feature
+	// Limits are each command's resource limits (zero members: sandbox.DefaultLimits).
+	Limits sandbox.Limits
+	// Hide are more paths commands must not see (the server's unix socket, config files); the
+	// data dir is always hidden.
+	Hide []string
+	// Terminals runs project terminals under the default policy too.
+	Terminals bool
+	// ScratchBase is where sessions' scratch directories go; default <data-dir>/sandbox, or
+	// $TMPDIR/zidane-sandbox-<uid> without a data dir.
+	ScratchBase string
+}
+
+// newSandbox builds the server's sandbox, probes the kernel and logs what it found (the server
+// says at start what its kernel lacks).
+func (s *Server) newSandbox() error {
+	c := &s.cfg.Sandbox
+	if c.Default == "" {
+		c.Default = sandbox.WorkspaceWrite
+	}
+	if _, err := sandbox.ParsePolicy(string(c.Default)); err != nil {
+		return err
+	}
+	if c.Default == sandbox.Off && !c.AllowOff {
+		return fmt.Errorf("the default sandbox policy off needs --sandbox-allow-off")
+	}
+	if c.ScratchBase == "" {
+		if s.cfg.DataDir != "" {
+			c.ScratchBase = filepath.Join(s.cfg.DataDir, "sandbox")
+		} else {
+			c.ScratchBase = filepath.Join(os.TempDir(), fmt.Sprintf("zidane-sandbox-%d", os.Getuid()))
+		}
+	}
+	if err := os.MkdirAll(c.ScratchBase, 0o700); err != nil {
+		return fmt.Errorf("sandbox scratch base: %w", err)
+	}
+	hide := append([]string{}, c.Hide...)
+	if s.cfg.DataDir != "" {
+		hide = append(hide, s.cfg.DataDir)
+	}
+	sb, err := sandbox.New(sandbox.Options{ScratchBase: c.ScratchBase, Hide: hide, AllowOff: c.AllowOff,
+		Limits: c.Limits, Unsupported: c.Unsupported})
+	if err != nil {
+		return err
+	}
+	s.sandbox = sb
+	sup := sb.Support(true)
+	if err := sb.Check(c.Default); err != nil {
+		s.log.Warn("sandbox: the default policy cannot run here; commands will be refused", "policy", c.Default, "kind", sup.Kind,
+			"landlockAbi", sup.LandlockABI, "notes", strings.Join(sup.Notes, " "), "err", err)
+	} else {
+		s.log.Info("sandbox", "kind", sup.Kind, "landlockAbi", sup.LandlockABI, "default", c.Default, "policies", sup.Policies,
+			"notes", strings.Join(sup.Notes, " "))
+	}
+	if c.Terminals && s.cfg.TerminalPrepare == nil {
+		s.cfg.TerminalPrepare = func(cmd *exec.Cmd) error {
+			_, err := s.sandboxCommand(context.Background(), cmd, "", s.ws.Roots())
+			return err
+		}
+	}
+	return nil
+}
+
+// sessionPolicy returns the policy sessionID's commands run under: the one an admin set, else
+// the server's default ("" sessionID: the default).
+func (s *Server) sessionPolicy(ctx context.Context, sessionID string) (sandbox.Policy, bool, error) {
+	if sessionID == "" {
+		return s.cfg.Sandbox.Default, false, nil
+	}
+	p, err := s.store.SessionSandbox(ctx, sessionID)
+	if err != nil {
+		return "", false, err
+	}
+	if p == "" {
+		return s.cfg.Sandbox.Default, false, nil
+	}
+	return sandbox.Policy(p), true, nil
+}
+
+// sandboxCommand prepares cmd to run under sessionID's policy (the server's default for "") with
+// roots writable, and returns the policy. An error means cmd must not run: the policy cannot be
+// enforced here, or is off without the operator's flag.
+func (s *Server) sandboxCommand(ctx context.Context, cmd *exec.Cmd, sessionID string, roots []string) (sandbox.Policy, error) {
+	p, _, err := s.sessionPolicy(ctx, sessionID)
+	if err != nil {
+		return "", err
+	}
+	scratch := sessionID
+	if scratch == "" {
+		scratch = "terminals"
+	}
+	if err := s.sandbox.Wrap(cmd, sandbox.Request{Policy: p, Roots: roots, SessionID: scratch}); err != nil {
+		return p, err
+	}
+	return p, nil
+}
