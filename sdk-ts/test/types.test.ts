@@ -150,7 +150,7 @@ test('ErrorCode values', () => {
 test('narrowing on kind', () => {
   assert.equal(describeSignal({ kind: 'run:start', sessionId: 's', runId: 'r' }), 'start r')
   assert.equal(
-    describeSignal({ kind: 'event', sessionId: 's', event: { kind: 'markdown', text: 'H', streaming: true, turnId: 't' } }),
+    describeSignal({ kind: 'event', sessionId: 's', runId: 'r', event: { kind: 'markdown', text: 'H', streaming: true, turnId: 't' } }),
     'event piece H',
   )
   assert.equal(describeSignal({ kind: 'run:end', sessionId: 's', runId: 'r', ok: false, error: 'boom' }), 'end r boom')
