@@ -37,7 +37,7 @@ function mk(url: string, extra: Partial<ServerClientOptions> = {}): ServerClient
 }
 
 function md(sessionId: string, seq: number, text = `t${seq}`): WireSignal {
-  return { kind: 'event', sessionId, event: { kind: 'markdown', text, streaming: true, turnId: 'T' }, $seq: seq }
+  return { kind: 'event', sessionId, runId: 'r', event: { kind: 'markdown', text, streaming: true, turnId: 'T' }, $seq: seq }
 }
 
 function states(c: ServerClient): ConnectionState['status'][] {
@@ -581,7 +581,7 @@ async function resumeScenario(t: { after(fn: () => unknown): void }, script: (re
   return { fs, c, delivered, cursorOk }
 }
 
-const replay = (seqs: number[]) => ({ ok: true, signals: seqs.map((n) => ({ seq: n, signal: { kind: 'event', sessionId: A, event: { kind: 'markdown', text: `t${n}`, streaming: true, turnId: 'T' } } })) })
+const replay = (seqs: number[]) => ({ ok: true, signals: seqs.map((n) => ({ seq: n, signal: { kind: 'event', sessionId: A, runId: 'r', event: { kind: 'markdown', text: `t${n}`, streaming: true, turnId: 'T' } } })) })
 
 test('C14 live signals during the replay are held, then applied exactly once', async (t) => {
   // Variant 1: live S#7 before the answer 4..7.

@@ -147,7 +147,7 @@ export function createRunHostInternal(options: RunHostOptions): RunHostInternal 
     const turnId = item.runId
     setStatus(sessionId, 'running')
     signal({ kind: 'run:start', sessionId, runId: item.runId })
-    signal({ kind: 'event', sessionId, event: { kind: 'user-prompt', text: item.prompt, turnId } })
+    signal({ kind: 'event', sessionId, runId: item.runId, event: { kind: 'user-prompt', text: item.prompt, turnId } })
     const model = options.models?.[0]
     const ctx: RunContext = {
       prompt: item.prompt,
@@ -157,7 +157,7 @@ export function createRunHostInternal(options: RunHostOptions): RunHostInternal 
       signal: controller.signal,
       emit(event) {
         if (cur.ended || cur.cancelled) return
-        signal({ kind: 'event', sessionId, event: { ...event, turnId: event.turnId ?? turnId } as StreamEvent })
+        signal({ kind: 'event', sessionId, runId: item.runId, event: { ...event, turnId: event.turnId ?? turnId } as StreamEvent })
       },
       ask(request) {
         if (cur.ended || cur.cancelled || closedError) return Promise.resolve(null)
@@ -179,12 +179,12 @@ export function createRunHostInternal(options: RunHostOptions): RunHostInternal 
     cur.ended = true
     dropInteractions((p) => p.runId === item.runId)
     if (cur.cancelled) {
-      signal({ kind: 'event', sessionId, event: { kind: 'error', message: 'Cancelled.', turnId } })
+      signal({ kind: 'event', sessionId, runId: item.runId, event: { kind: 'error', message: 'Cancelled.', turnId } })
       signal({ kind: 'run:end', sessionId, runId: item.runId, ok: false, interrupted: true })
       setStatus(sessionId, 'idle')
     } else if (failed) {
       const message = error instanceof Error ? error.message : String(error)
-      signal({ kind: 'event', sessionId, event: { kind: 'error', message, turnId } })
+      signal({ kind: 'event', sessionId, runId: item.runId, event: { kind: 'error', message, turnId } })
       signal({ kind: 'run:end', sessionId, runId: item.runId, ok: false, error: message })
       setStatus(sessionId, 'error')
     } else {

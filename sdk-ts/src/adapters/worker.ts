@@ -29,15 +29,15 @@ export type FromWorker =
 /** A port: the worker's global scope (self), a Worker, a MessagePort, or Node's parentPort / Worker. */
 export interface PortLike {
   postMessage(message: unknown): void
-  addEventListener?(type: 'message', listener: (event: { data: unknown }) => void): void
+  // The event's type differs across platforms (MessageEvent, Node's Event): only event.data is read.
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  addEventListener?(type: 'message', listener: (event: any) => void): void
   on?(event: 'message', listener: (data: unknown) => void): unknown
 }
 
 /** A Worker as the page holds it: a Web Worker, or Node's worker_threads Worker. */
 export interface WorkerLike extends PortLike {
   terminate?(): unknown
-  addEventListener?(type: string, listener: (event: never) => void): void
-  on?(event: string, listener: (...args: never[]) => void): unknown
 }
 
 /** Options of both sides. */
@@ -50,7 +50,7 @@ declare const console: { warn(...args: unknown[]): void }
 
 function listen(port: PortLike, fn: (data: unknown) => void) {
   if (typeof port.on === 'function') port.on('message', fn)
-  else if (typeof port.addEventListener === 'function') port.addEventListener('message', (e) => fn(e.data))
+  else if (typeof port.addEventListener === 'function') port.addEventListener('message', (e: { data: unknown }) => fn(e.data))
   else throw new Error('The port has neither on() nor addEventListener().')
 }
 
@@ -269,7 +269,7 @@ export function createWorkerHost(worker: WorkerLike, options: WorkerHostOptions 
     on('exit', onDeath('exited'))
     on('messageerror', onDeath('sent a message that could not be read'))
   } else if (typeof worker.addEventListener === 'function') {
-    const add = worker.addEventListener.bind(worker) as (t: string, f: () => void) => void
+    const add = worker.addEventListener.bind(worker) as unknown as (t: string, f: () => void) => void
     add('error', onDeath('failed'))
     add('messageerror', onDeath('sent a message that could not be read'))
   }
