@@ -737,6 +737,7 @@ export function createServerClient(options: ServerClientOptions): ServerClient {
         report(err instanceof Error ? err : new Error(String(err)))
       }
     }
+    const sameEpoch = f.epoch === hello!.signalEpoch
     f.epoch = mark.signalEpoch ?? hello!.signalEpoch
     if (typeof mark.$seq === 'number' && (mark.signalEpoch === undefined || mark.signalEpoch === hello!.signalEpoch)) {
       // The snapshot holds every signal up to the watermark: apply the held ones above it.
@@ -751,7 +752,7 @@ export function createServerClient(options: ServerClientOptions): ServerClient {
       const held = f.held
       f.held = []
       const last = held.reduce((m, s) => Math.max(m, s.$seq ?? 0), 0)
-      f.seq = last > 0 ? last : (f.seq !== undefined && f.epoch === hello!.signalEpoch ? f.seq : undefined)
+      f.seq = last > 0 ? last : f.seq !== undefined && sameEpoch ? f.seq : undefined
       if (held.length > 0 && !held.some((s) => s.kind === 'run:end')) f.reloadAtRunEnd = true
     }
     f.busy = false
