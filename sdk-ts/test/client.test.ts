@@ -241,13 +241,32 @@ test('C05 backoff resets after a real success, and only then', async (t) => {
   c.connection.subscribe((s) => {
     if (s.status === 'connecting') attempts.push(clock.t)
   })
-  await until(() => c.connection.get().status === 'retrying')
-  await clock.advance(40_000)
-  assert.deepEqual(attempts, [500, 1500, 3500, 7500, 15_500, 30_500], '0.5, 1, 2, 4, 8, 15 s')
-  cp.targetPort = fs.port
-  await clock.advance(5_500) // the 15 s wait ends at 45.5 s
+  const delays: number[] = []
+  c.connection.subscribe((s) => {
+    if (s.status === 'retrying') delays.push(s.delayMs)
+  })
+  /** Waits for each failure (real I/O), then advances the fake clock by its announced delay. */
+  const followRetries = async (n: number) => {
+    const base = delays.length
+    for (let i = 0; i < n; i++) {
+      await until(() => delays.length > base + i, 5000, `failure ${i + 1}`)
+      await clock.advance(delays[base + i]!)
+    }
+  }
+  await followRetries(5)
+  assert.deepEqual(attempts, [500, 1500, 3500, 7500, 15_500, 30_500])
+  await until(() => delays.length === 6)
+  assert.deepEqual(delays, [500, 1000, 2000, 4000, 8000, 15_000], '0.5, 1, 2, 4, 8, 15 s')
+  cp.targetPort = fs.port // the server comes up during the 15 s wait
+  await clock.advance(15_000)
   await until(() => c.connection.get().status === 'open')
-  await clock.advance(60_000) // healthy for 60 s (pings answered)
+  // Healthy for 60 s: each ping is answered (real I/O) before its deadline can fire.
+  for (let k = 1; k <= 3; k++) {
+    const pings = fs.requests('$/ping').length
+    await clock.advance(20_000)
+    await until(() => fs.requests('$/ping').length === pings + 1, 5000, 'a ping')
+    await realDelay(50)
+  }
   assert.equal(c.connection.get().status, 'open')
   attempts.length = 0
   const cut = clock.t
@@ -262,15 +281,10 @@ test('C05 backoff resets after a real success, and only then', async (t) => {
     req.conn.ws.close(1011, 'boom')
     return NO_ANSWER
   }
-  attempts.length = 0
-  const start = clock.t
+  delays.length = 0
   cp.rst()
-  await until(() => c.connection.get().status === 'retrying')
-  await clock.advance(31_000)
-  assert.deepEqual(
-    attempts.map((a) => a - start),
-    [500, 1500, 3500, 7500, 15_500, 30_500],
-  )
+  await followRetries(10)
+  assert.deepEqual(delays.slice(0, 10), [500, 1000, 2000, 4000, 8000, 15_000, 15_000, 15_000, 15_000, 15_000], 'no hello, no reset')
 })
 
 test('C06 a call is never replayed after a reconnect', async (t) => {
@@ -409,8 +423,11 @@ test('C10 throttled timers do not look like a dead server', async (t) => {
   await c.ready
   await clock.jump(65_000) // the heartbeat timer fires 45 s late; the ping goes out now
   await until(() => fs.requests('$/ping').length === 1)
-  await realDelay(20) // the answer arrives within milliseconds of the real send
-  await clock.advance(30_000)
+  await realDelay(50) // the answer arrives within milliseconds of the real send
+  await clock.advance(20_000)
+  await until(() => fs.requests('$/ping').length === 2, 5000, 'the next ping')
+  await realDelay(50)
+  await clock.advance(10_000)
   assert.equal(c.connection.get().status, 'open')
   assert.equal(fs.conns.length, 1, 'no reconnect')
   assert.ok(fs.requests('$/ping').length >= 2)
@@ -439,11 +456,22 @@ test('C11 a refused token stops the retries (Node: the status; browser: the toke
   const before = cp.accepted
   const clock = new FakeClock()
   const c = mk(cp.url, { clock })
+  const seen: Array<{ delayMs: number; error: unknown }> = []
+  c.connection.subscribe((s) => {
+    if (s.status === 'retrying') seen.push(s)
+  })
   await until(() => c.connection.get().status === 'retrying')
-  const s = c.connection.get()
-  assert.ok(s.status === 'retrying' && s.error instanceof ServerUnavailableError)
-  await clock.advance(10_000)
-  assert.ok(cp.accepted - before >= 4, '503 keeps retrying')
+  const first = c.connection.get()
+  assert.ok(first.status === 'retrying' && first.error instanceof ServerUnavailableError)
+  seen.push(first)
+  for (let i = 0; i < 4; i++) {
+    await until(() => seen.length > i, 5000, `503 failure ${i + 1}`)
+    await clock.advance(seen[i]!.delayMs)
+  }
+  await until(() => seen.length === 5)
+  assert.deepEqual(seen.map((s) => s.delayMs), [500, 1000, 2000, 4000, 8000], '503 keeps retrying with backoff')
+  assert.ok(seen.every((s) => s.error instanceof ServerUnavailableError))
+  assert.equal(cp.accepted - before, 5)
   c.close()
 
   // A browser-like WebSocket: no status, only error + close(1006). The client asks the token check.

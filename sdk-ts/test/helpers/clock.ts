@@ -25,7 +25,7 @@ export class FakeClock implements Clock {
   }
 
   /** Moves time forward by ms, firing each due timer at its time; settle ms of real time after each. */
-  async advance(ms: number, settle = 15): Promise<void> {
+  async advance(ms: number, settle = 25): Promise<void> {
     const target = this.t + ms
     for (;;) {
       let next: [number, { at: number; fn: () => void }] | undefined
