@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	"crypto/rand"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -367,4 +369,53 @@ func TestGitCloneAndTerminalsOffByDefault(t *testing.T) {
 	e = c.callErr("terminal.start", map[string]any{"argv": []string{"true"}})
 	assert.Equal(t, protocol.CodeHandlerFailed, e.Code)
 	assert.Contains(t, e.Message, "--project-terminals")
+}
+
+// TestGitCloneCancelledOrDroppedLeavesNothing cancels a clone of a large repository as soon as
+// it starts, and drops the connection of another: neither leaves a folder behind.
+func TestGitCloneCancelledOrDroppedLeavesNothing(t *testing.T) {
+	s := startServer(t, serverOpts{dbURL: storetest.URL(t), extra: []string{"--allow-clone"}})
+	src := filepath.Join(s.opts.root, "big")
+	makeRepo(t, src)
+	buf := make([]byte, 3<<20)
+	for i := 0; i < 8; i++ {
+		_, err := rand.Read(buf)
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(src, fmt.Sprintf("blob%d.bin", i)), buf, 0o644))
+	}
+	repoGit(t, src, "add", ".")
+	repoGit(t, src, "commit", "-q", "-m", "big")
+	leftovers := func() []string {
+		var out []string
+		entries, err := os.ReadDir(s.opts.root)
+		require.NoError(t, err)
+		for _, e := range entries {
+			if e.Name() != "big" {
+				out = append(out, e.Name())
+			}
+		}
+		return out
+	}
+
+	a := dial(t, s, s.mintToken("cancel-a", "chat"))
+	a.hello()
+	var res protocol.GitCloneResult
+	a.result("git.clone", map[string]any{"url": src, "into": "cancelled"}, &res)
+	waitSignal(a, "git:clone:progress", func(m map[string]any) bool { return m["phase"] == "starting" })
+	var cc protocol.GitCancelCloneResult
+	a.result("git.cancelClone", map[string]any{"cloneId": res.CloneID}, &cc)
+	assert.True(t, cc.Cancelled)
+	last := waitSignal(a, "git:clone:progress", func(m map[string]any) bool {
+		p := m["phase"]
+		return p == "done" || p == "failed" || p == "cancelled"
+	})
+	assert.Equal(t, "cancelled", last["phase"])
+	assert.Empty(t, leftovers(), "a cancelled clone leaves nothing")
+
+	b := dial(t, s, s.mintToken("cancel-b", "chat"))
+	b.hello()
+	b.result("git.clone", map[string]any{"url": src, "into": "dropped"}, &res)
+	waitSignal(b, "git:clone:progress", func(m map[string]any) bool { return m["phase"] == "starting" })
+	require.NoError(t, b.ws.CloseNow())
+	require.Eventually(t, func() bool { return len(leftovers()) == 0 }, 20*time.Second, 50*time.Millisecond, "a dropped connection's clone leaves nothing: %v", leftovers())
 }
