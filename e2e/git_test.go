@@ -419,3 +419,38 @@ func TestGitCloneCancelledOrDroppedLeavesNothing(t *testing.T) {
 	require.NoError(t, b.ws.CloseNow())
 	require.Eventually(t, func() bool { return len(leftovers()) == 0 }, 20*time.Second, 50*time.Millisecond, "a dropped connection's clone leaves nothing: %v", leftovers())
 }
+
+func TestGitSyncFastForwardsAndPushesInsideTheRoots(t *testing.T) {
+	s := startServer(t, serverOpts{dbURL: storetest.URL(t)})
+	src := filepath.Join(s.opts.root, "src")
+	makeRepo(t, src)
+	repoGit(t, s.opts.root, "clone", "-q", "--bare", src, "remote.git")
+	repoGit(t, s.opts.root, "clone", "-q", "remote.git", "a")
+	repoGit(t, s.opts.root, "clone", "-q", "remote.git", "b")
+	a, b := filepath.Join(s.opts.root, "a"), filepath.Join(s.opts.root, "b")
+	writeFile(t, b, "b.txt", "from b\n")
+	repoGit(t, b, "commit", "-q", "-am", "from b")
+	repoGit(t, b, "push", "-q")
+	admin := dial(t, s, s.mintToken("sync-admin", "admin"))
+	admin.hello()
+	var res protocol.GitSyncResult
+	admin.result("git.sync", map[string]any{"cwd": a}, &res)
+	assert.Equal(t, protocol.GitSyncResult{Pulled: 1}, res)
+	assert.Equal(t, "from b", repoGit(t, a, "log", "-1", "--format=%s"))
+	writeFile(t, a, "a.txt", "from a\n")
+	repoGit(t, a, "commit", "-q", "-am", "from a")
+	admin.result("git.sync", map[string]any{"cwd": a}, &res)
+	assert.Equal(t, protocol.GitSyncResult{Pushed: 1}, res)
+	assert.Equal(t, repoGit(t, a, "rev-parse", "HEAD"), repoGit(t, filepath.Join(s.opts.root, "remote.git"), "rev-parse", "main"))
+
+	// A remote outside the roots is refused before anything is fetched.
+	outside := t.TempDir()
+	repoGit(t, outside, "clone", "-q", "--bare", src, "out.git")
+	repoGit(t, a, "remote", "set-url", "origin", filepath.Join(outside, "out.git"))
+	e := admin.callErr("git.sync", map[string]any{"cwd": a})
+	assert.Equal(t, protocol.CodeHandlerFailed, e.Code)
+	assert.Contains(t, e.Message, "inside the workspace roots")
+	// No upstream.
+	e = admin.callErr("git.sync", map[string]any{"cwd": src})
+	assert.Contains(t, e.Message, "no upstream")
+}
