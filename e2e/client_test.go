@@ -276,3 +276,52 @@ func TestClientCase_C31_ReconnectStorm(t *testing.T) {
 	stMu.Unlock()
 	goleak.VerifyNone(t, leaks)
 }
+
+// TestClientCase_C19_EpochAfterARestart: the server restarts (a new signalEpoch) while the
+// client is away and a run happens meanwhile; the client does not take the new epoch's $seq as
+// the continuation of the old one: resume answers epoch, the client reloads through
+// sessions.loadEvents, tells its reader (a Reload), follows the new epoch, and its transcript
+// equals the server's, also after a further live run.
+func TestClientCase_C19_EpochAfterARestart(t *testing.T) {
+	db, data, root := storetest.URL(t), t.TempDir(), t.TempDir()
+	s1 := startServer(t, serverOpts{dbURL: db, dataDir: data, root: root})
+	tok := s1.mintToken("epoch", "chat")
+	px := clienttest.Start(t, s1.addr)
+	c := client.Open(px.URL(), client.Options{Token: tok, Backoff: client.Backoff{Min: 10 * time.Millisecond, Max: 100 * time.Millisecond}})
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	require.NoError(t, c.WaitConnected(ctx))
+	sess, err := c.SessionsCreate(ctx, &protocol.SessionsCreateParams{})
+	require.NoError(t, err)
+	sid := sess.ID
+	c.Follow(sid, 0)
+	f := follow(t, c, sid)
+	d1 := dial(t, s1, tok)
+	d1.hello()
+	run1 := sendPrompt(t, d1, sid, "Before the restart.")
+	require.Eventually(t, func() bool { return f.ended(run1) }, waitTimeout, 5*time.Millisecond)
+	epoch1, seq1, _ := c.Cursor(sid)
+	require.Greater(t, seq1, int64(5))
+
+	s1.stop()
+	s2 := startServer(t, serverOpts{dbURL: db, dataDir: data, root: root})
+	d2 := dial(t, s2, tok)
+	d2.hello()
+	run2 := sendPrompt(t, d2, sid, "While the client is away.")
+	waitRunEnd(t, d2, func() {}, run2)
+	px.SetTarget(s2.addr) // the client comes back to the same URL
+	require.Eventually(t, func() bool {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return f.loads >= 1
+	}, waitTimeout, 5*time.Millisecond, "the client reloads and says so")
+	require.Eventually(t, func() bool { return f.transcript(sid) == loadEvents(t, d2, sid) }, waitTimeout, 20*time.Millisecond)
+	epoch2, _, _ := c.Cursor(sid)
+	assert.NotEqual(t, epoch1, epoch2)
+	assert.Equal(t, c.Hello().SignalEpoch, epoch2)
+
+	run3 := sendPrompt(t, d2, sid, "Live again.")
+	require.Eventually(t, func() bool { return f.ended(run3) }, waitTimeout, 5*time.Millisecond)
+	assert.JSONEq(t, loadEvents(t, d2, sid), f.transcript(sid))
+}

@@ -102,6 +102,14 @@ func (p *Proxy) Forward() {
 	p.mode, p.blackholed = "forward", false
 }
 
+// SetTarget makes new connections go to addr (host:port), for example a server restarted on
+// another port, so a client keeps its URL.
+func (p *Proxy) SetTarget(addr string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.target = addr
+}
+
 // Stall makes new connections accepted and held without forwarding anything.
 func (p *Proxy) Stall() {
 	p.mu.Lock()
@@ -229,7 +237,10 @@ func (p *Proxy) serve(x *pair, mode string, status int) {
 		x.client.Close()
 		return
 	}
-	s, err := net.Dial("tcp", p.target)
+	p.mu.Lock()
+	target := p.target
+	p.mu.Unlock()
+	s, err := net.Dial("tcp", target)
 	if err != nil {
 		x.reset()
 		return
