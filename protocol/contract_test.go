@@ -34,13 +34,13 @@ func TestForwardCompatibleDecoding(t *testing.T) {
 	require.True(t, ok)
 	assert.Equal(t, "plans:snapshot", u.SignalKind())
 
-	s, err = DecodeSignal([]byte(`{"kind":"event","sessionId":"s","event":{"kind":"diff","files":3},"newField":true}`))
+	s, err = DecodeSignal([]byte(`{"kind":"event","sessionId":"s","runId":"r","event":{"kind":"diff","files":3},"newField":true}`))
 	require.NoError(t, err)
 	ev := s.(*EventSignal)
 	assert.Equal(t, "diff", ev.Event.StreamEventKind())
 	back, err := json.Marshal(ev)
 	require.NoError(t, err)
-	assert.JSONEq(t, `{"kind":"event","sessionId":"s","event":{"kind":"diff","files":3}}`, string(back))
+	assert.JSONEq(t, `{"kind":"event","sessionId":"s","runId":"r","event":{"kind":"diff","files":3}}`, string(back))
 
 	var sess Session
 	require.NoError(t, json.Unmarshal([]byte(`{"id":"a","status":"paused","future":{"x":1}}`), &sess))

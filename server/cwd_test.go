@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/zidane-server/zidane/protocol"
+	"github.com/zidane-server/zidane/server/workspace"
 )
 
 // TestResolveCwd: folders inside the roots (symlinks resolved) are accepted; anything outside
@@ -21,10 +22,11 @@ func TestResolveCwd(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(root, "file"), nil, 0o644))
 	require.NoError(t, os.Symlink("/etc", filepath.Join(root, "escape")))
 	require.NoError(t, os.Symlink(filepath.Join(root, "proj"), filepath.Join(base, "inlink")))
-	roots, err := cleanRoots([]string{root})
+	ws, err := workspace.New([]string{root})
 	require.NoError(t, err)
-	s := &Server{cfg: Config{WorkspaceRoots: roots}}
-	root = roots[0]
+	defer ws.Close()
+	s := &Server{ws: ws}
+	root = ws.Roots()[0]
 
 	_, d, err := s.resolveCwd("")
 	require.NoError(t, err)

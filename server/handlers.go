@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -13,6 +12,7 @@ import (
 
 	"github.com/zidane-server/zidane/protocol"
 	"github.com/zidane-server/zidane/server/store"
+	"github.com/zidane-server/zidane/server/workspace"
 )
 
 // handlers implements protocol.Handlers; each group's methods live on the same value.
@@ -96,6 +96,12 @@ func (h ipcHandler) Hello(ctx context.Context, p *protocol.IPCHelloParams) (*pro
 		HostID: info.HostID, HostKind: info.HostKind, HostName: info.HostName,
 		SignalEpoch: h.s.epoch, Methods: protocol.MethodsFor(c.scope), AdminCommands: h.s.adminCommands(),
 	}
+	if h.s.cfg.AllowClone {
+		res.Clone = ptr(true)
+	}
+	if h.s.cfg.ProjectTerminals {
+		res.ProjectTerminals = ptr(true)
+	}
 	app := ""
 	if p.AppVersion != nil {
 		app = *p.AppVersion
@@ -174,78 +180,22 @@ func (h sessionsHandler) Create(ctx context.Context, p *protocol.SessionsCreateP
 	return h.s.sessionOut(x), nil
 }
 
+// resolveCwd checks a session's folder through the workspace confinement point: cwd (absolute, or
+// relative to the first root; "" is the first root) must be an existing folder inside the roots.
+// A folder outside answers the same whether it exists or not (a chat token cannot probe paths).
 func (s *Server) resolveCwd(cwd string) (root, dir string, err error) {
-	if cwd == "" {
-		return s.cfg.WorkspaceRoots[0], s.cfg.WorkspaceRoots[0], nil
-	}
 	if strings.ContainsRune(cwd, 0) {
 		return "", "", protocol.NewInvalidParamsError("params/cwd: a path cannot hold a NUL character.", &protocol.InvalidParamsErrorData{Pointer: "/cwd"})
 	}
-	if !filepath.IsAbs(cwd) {
-		cwd = filepath.Join(s.cfg.WorkspaceRoots[0], cwd)
-	}
-	outside := protocol.NewHandlerFailedError(fmt.Sprintf("Folder %q is outside the workspace roots (%s); pick a folder inside one of them.", cwd, strings.Join(s.cfg.WorkspaceRoots, ", ")))
-	// Containment is checked before anything is looked up, and again after symlinks resolve, so
-	// the answer for a path outside the roots never says whether it exists.
-	if s.rootOf(filepath.Clean(cwd)) == "" {
-		return "", "", outside
-	}
-	d, err := filepath.EvalSymlinks(filepath.Clean(cwd))
+	p, err := s.ws.Folder(cwd)
 	if err != nil {
-		// Say "does not exist" only when the deepest folder that exists resolves inside the roots:
-		// a symlink in a root must not tell what exists outside it.
-		if s.rootOf(resolveExisting(filepath.Clean(cwd))) == "" {
-			return "", "", outside
+		var e *workspace.Error
+		if errors.As(err, &e) && e.Reason == workspace.ReasonOutside {
+			return "", "", protocol.NewHandlerFailedError(fmt.Sprintf("Folder %q is outside the workspace roots (%s); pick a folder inside one of them.", cwd, strings.Join(s.ws.Roots(), ", ")))
 		}
-		return "", "", protocol.NewHandlerFailedError(fmt.Sprintf("Folder %q does not exist; pass an existing folder inside the workspace roots (%s).", cwd, strings.Join(s.cfg.WorkspaceRoots, ", ")))
+		return "", "", protocol.NewHandlerFailedError("Folder " + err.Error())
 	}
-	if root = s.rootOf(d); root == "" {
-		return "", "", outside
-	}
-	if fi, err := os.Stat(d); err != nil || !fi.IsDir() {
-		return "", "", protocol.NewHandlerFailedError(fmt.Sprintf("%q is not a folder; pass a folder inside the workspace roots.", cwd))
-	}
-	return root, d, nil
-}
-
-// resolveExisting resolves the symlinks of the deepest existing ancestor of p and appends the rest.
-func resolveExisting(p string) string {
-	rest := ""
-	for dir := p; ; dir = filepath.Dir(dir) {
-		if d, err := filepath.EvalSymlinks(dir); err == nil {
-			return filepath.Join(d, rest)
-		}
-		if dir == filepath.Dir(dir) {
-			return p
-		}
-		rest = filepath.Join(filepath.Base(dir), rest)
-	}
-}
-
-// rootOf returns the workspace root that holds the clean absolute path p, or "".
-func (s *Server) rootOf(p string) string {
-	for _, r := range s.cfg.WorkspaceRoots {
-		if p == r || strings.HasPrefix(p, r+string(filepath.Separator)) {
-			return r
-		}
-	}
-	return ""
-}
-
-func cleanRoots(roots []string) ([]string, error) {
-	var out []string
-	for _, r := range roots {
-		a, err := filepath.Abs(r)
-		if err != nil {
-			return nil, err
-		}
-		d, err := filepath.EvalSymlinks(a)
-		if err != nil {
-			return nil, fmt.Errorf("workspace root %q does not exist; create it or pass another --workspace-root", r)
-		}
-		out = append(out, d)
-	}
-	return out, nil
+	return p.Root, p.Abs(), nil
 }
 
 // List implements sessions.list.
@@ -288,7 +238,7 @@ func (h sessionsHandler) LoadEvents(ctx context.Context, p *protocol.SessionsLoa
 		return nil, err
 	}
 	h.s.setView(connFrom(ctx), p.SessionID)
-	h.s.writer.flushSession(ctx, p.SessionID)
+	h.s.runs.Flush(ctx)
 	res := &protocol.SessionsLoadEventsResult{Exact: true, Events: []protocol.StreamEvent{}}
 	var rows []store.EventRow
 	if p.Before == nil && p.Limit == nil {
@@ -356,9 +306,12 @@ func (h chatHandler) Send(ctx context.Context, p *protocol.ChatSendParams) (*pro
 		return nil, err
 	}
 	h.s.setView(connFrom(ctx), x.ID)
-	runID, err := h.s.runs.start(ctx, x, p.Prompt, connFrom(ctx))
+	if h.s.draining.Load() {
+		return nil, protocol.NewHandlerFailedError("The server is shutting down; send the prompt again once it is back.")
+	}
+	runID, err := h.s.runs.Start(ctx, x, p.Prompt, originOf(connFrom(ctx)))
 	if err != nil {
-		return nil, err
+		return nil, agentErr(err)
 	}
 	return &protocol.ChatSendResult{RunID: runID}, nil
 }
@@ -450,5 +403,7 @@ func (h chatHandler) Cancel(ctx context.Context, p *protocol.ChatCancelParams) (
 	if p.RunID != nil {
 		runID = *p.RunID
 	}
-	return &protocol.ChatCancelResult{Cancelled: h.s.runs.cancel(p.SessionID, runID)}, nil
+	return &protocol.ChatCancelResult{Cancelled: h.s.runs.Cancel(p.SessionID, runID)}, nil
 }
+
+func ptr[T any](v T) *T { return &v }

@@ -1,6 +1,7 @@
 // Package server is zidane-server: HTTP and WebSocket on one port, token auth, the JSON-RPC
-// connection loop, the signal hub with its replay log, the handlers of the generated protocol
-// interfaces, and the agent runtime. It implements the protocol seed (shared/seeds/000_…).
+// connection loop, the signal hub with its replay log, and the thin handlers of the generated
+// protocol interfaces. The agent runtime lives in server/agent and reports through agentReporter.
+// It implements the protocol seed (shared/seeds/000_…).
 package server
 
 import (
@@ -12,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,7 +23,10 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/zidane-server/zidane/protocol"
+	"github.com/zidane-server/zidane/server/agent"
 	"github.com/zidane-server/zidane/server/store"
+	"github.com/zidane-server/zidane/server/workspace"
+	"github.com/zidane-server/zidane/server/workspace/gitx"
 )
 
 // Version is the server's application version, reported in hello and GET /version.
@@ -105,11 +110,24 @@ type Config struct {
 	Logger *slog.Logger
 	// StepDelay slows the scripted provider between streamed pieces (tests use it to watch a run).
 	StepDelay time.Duration
+	// AllowClone lets chat tokens clone repositories into the workspace roots (git.clone; hello's
+	// clone: true). Off by default.
+	AllowClone bool
+	// CloneSchemes are the URL schemes git.clone and git.sync accept besides local paths inside
+	// the roots; default https and ssh.
+	CloneSchemes []string
+	// ProjectTerminals lets admin tokens run terminals in the workspace roots (the terminal group;
+	// hello's projectTerminals: true). Off by default: see docs/security.md.
+	ProjectTerminals bool
+	// TerminalPrepare, when set, changes each terminal's command before it starts: the hook
+	// through which terminals run under the operator's sandbox policy. An error refuses the start.
+	TerminalPrepare func(*exec.Cmd) error
 }
 
 // Server is one zidane-server process.
 type Server struct {
 	cfg       Config
+	ws        *workspace.Workspace // the one confinement point for paths in the roots
 	store     *store.Store
 	log       *slog.Logger
 	hub       *hub
@@ -121,8 +139,7 @@ type Server struct {
 	baseCtx   context.Context
 	stop      context.CancelFunc
 	connSeq   atomic.Int64
-	runs      *runtime
-	writer    *transcriptWriter
+	runs      *agent.Runtime
 	pairs     *pairLimiter
 	metrics   *metrics
 
@@ -131,6 +148,14 @@ type Server struct {
 	draining atomic.Bool // set by Shutdown: new connections are refused with 503
 
 	presencePending atomic.Bool // a coalesced presence:changed is scheduled
+
+	git   *gitx.Runner // every git call of the server (handlers_git.go)
+	gitMu sync.Mutex
+	// clones are the running clones by id (handlers_git.go).
+	clones map[string]*cloneJob
+	// terms are the running terminals by id (handlers_terminal.go).
+	termMu sync.Mutex
+	terms  map[string]*termJob
 }
 
 // compile-time check that the server implements every generated handler interface.
@@ -152,11 +177,11 @@ func New(ctx context.Context, cfg Config, st *store.Store) (*Server, error) {
 		}
 		cfg.WorkspaceRoots = []string{wd}
 	}
-	roots, err := cleanRoots(cfg.WorkspaceRoots)
+	ws, err := workspace.New(cfg.WorkspaceRoots)
 	if err != nil {
 		return nil, err
 	}
-	cfg.WorkspaceRoots = roots
+	cfg.WorkspaceRoots = ws.Roots()
 	hostID, err := st.HostID(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("read host id: %w", err)
@@ -169,16 +194,25 @@ func New(ctx context.Context, cfg Config, st *store.Store) (*Server, error) {
 	hn, _ := os.Hostname()
 	base, stop := context.WithCancel(context.Background())
 	s := &Server{
-		cfg: cfg, store: st, log: cfg.Logger, hostID: hostID, epoch: uuid.NewString(),
+		cfg: cfg, ws: ws, store: st, log: cfg.Logger, hostID: hostID, epoch: uuid.NewString(),
 		startedAt: time.Now(), hostName: hn, baseCtx: base, stop: stop, conns: map[*conn]struct{}{},
 	}
 	s.hub = newHub(s.epoch, cfg.Limits.Replay, int(cfg.Limits.MaxMessageBytes))
 	s.pairs = newPairLimiter()
 	s.metrics = newMetrics(s)
 	s.hub.published = s.metrics.signals
-	s.writer = newTranscriptWriter(st, s.log)
-	s.runs = newRuntime(s)
+	s.runs, err = agent.New(agent.Config{
+		Store: st, Reporter: agentReporter{s}, Logger: s.log,
+		MaxMessageBytes: int(cfg.Limits.MaxMessageBytes), StepDelay: cfg.StepDelay,
+	})
+	if err != nil {
+		stop()
+		return nil, err
+	}
 	s.handlers = &handlers{s: s}
+	s.git = &gitx.Runner{Schemes: cfg.CloneSchemes}
+	s.clones = map[string]*cloneJob{}
+	s.terms = map[string]*termJob{}
 	go st.ListenTokenRevocations(base, time.Second, s.closeTokenConns)
 	return s, nil
 }
@@ -218,7 +252,7 @@ func (s *Server) presenceSoon() {
 		time.AfterFunc(presenceDelay, func() {
 			s.presencePending.Store(false)
 			if s.baseCtx.Err() == nil {
-				s.runs.publishPresence()
+				s.publishPresence()
 			}
 		})
 	}
@@ -363,10 +397,8 @@ func (s *Server) Shutdown(ctx context.Context) {
 		runCtx, cancel = context.WithDeadline(ctx, d.Add(-5*time.Second))
 		defer cancel()
 	}
-	s.runs.interruptAll(runCtx)
-	if err := s.writer.flush(ctx); err != nil {
-		s.log.Error("transcript flush at shutdown failed", "err", err)
-	}
+	s.runs.Shutdown(runCtx)
+	s.runs.Flush(ctx)
 	s.connsMu.Lock()
 	cs := make([]*conn, 0, len(s.conns))
 	for c := range s.conns {
@@ -391,7 +423,8 @@ func (s *Server) Shutdown(ctx context.Context) {
 		}
 	}
 	s.stop()
-	s.writer.close()
+	s.runs.Close()
+	_ = s.ws.Close()
 }
 
 // Listen opens the TCP listener; a clear error names the address in use.

@@ -1,4 +1,4 @@
-package server
+package agent
 
 import (
 	"context"
@@ -148,13 +148,6 @@ func (w *transcriptWriter) flush(ctx context.Context) error {
 		return err
 	}
 	return nil
-}
-
-// flushSession makes the session's queued rows visible to a reader (it flushes every session).
-func (w *transcriptWriter) flushSession(ctx context.Context, _ string) {
-	if err := w.flush(ctx); err != nil {
-		w.log.Warn("transcript flush failed", "err", err)
-	}
 }
 
 func (w *transcriptWriter) close() {

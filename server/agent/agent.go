@@ -1,0 +1,432 @@
+// Package agent is zidane-server's agent runtime: runs (one prompt's work), the follow-up queue,
+// cancel, shutdown, and the transcript writer (DESIGN "Agent runtime").
+//
+// It knows nothing of WebSockets or JSON-RPC and never imports the transport package: it reports
+// every signal through a Reporter the transport implements, and hands back the opaque Origin the
+// transport gave it with the prompt (the connection that started the work). The transport numbers
+// session signals ($seq), keeps the replay log and decides who receives what.
+//
+// Runs are bracketed (field case B46): every run the runtime accepts gets exactly one run:start
+// and one run:end, every run-scoped signal (event, turn:end) carries its runId and comes between
+// the two, and nothing of a run is signalled after its run:end, whatever ends it (an end, an
+// error, a cancel of the running or a queued run, shutdown).
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/zidane-server/zidane/protocol"
+	"github.com/zidane-server/zidane/server/store"
+)
+
+// MaxFollowUps bounds the prompts queued behind a session's running prompt (chat.send).
+const MaxFollowUps = 16
+
+// Origin is the transport's opaque handle of the connection that started a run (nil for none).
+// The runtime never looks inside it; it passes it back with every signal of the run, so the
+// transport can deliver "origin" signals and tell "others" from the sender.
+type Origin any
+
+// Reporter receives what the runtime reports. The transport implements it.
+type Reporter interface {
+	// Publish hands one signal to the transport, which numbers session signals ($seq), keeps the
+	// replay log and fans the signal out to the connections the schema's audience allows. origin
+	// is the run's Origin. Publish must not block on a slow connection. An error means the signal
+	// was not sent (for instance, it exceeds the message limit); the runtime logs it.
+	Publish(sig protocol.Signal, origin Origin) error
+	// RunningChanged says the set of sessions with a run (Runtime.Running) changed, so the
+	// transport can publish presence. It must not call back into the runtime synchronously
+	// while holding its own locks in a way that could block on the runtime.
+	RunningChanged()
+}
+
+// Config configures a Runtime.
+type Config struct {
+	// Store holds sessions and transcripts. Required.
+	Store *store.Store
+	// Reporter receives the signals. Required.
+	Reporter Reporter
+	// Logger logs; default slog.Default().
+	Logger *slog.Logger
+	// MaxMessageBytes is the transport's message limit: an event whose signal would exceed it is
+	// replaced, in the signal and the transcript, by an error event that says so. 0: no check.
+	MaxMessageBytes int
+	// StepDelay slows the scripted provider between streamed pieces (tests and demos watch a run).
+	StepDelay time.Duration
+}
+
+// Refusal is an error a client can act on: Message says what happened and what to do. The
+// transport answers it as HandlerFailed with Message as the text.
+type Refusal struct{ Message string }
+
+func (e *Refusal) Error() string { return e.Message }
+
+// Runtime runs prompts: one run per session at a time; a prompt sent during a run is queued as a
+// follow-up and starts when the run ends. Safe for concurrent use.
+type Runtime struct {
+	cfg    Config
+	st     *store.Store
+	rep    Reporter
+	log    *slog.Logger
+	writer *transcriptWriter
+	base   context.Context
+	stop   context.CancelFunc
+
+	mu      sync.Mutex
+	closed  bool                    // Shutdown began: no new prompts
+	active  map[string]*run         // by session: the run that holds the session
+	pending map[string][]*run       // follow-ups, by session, in arrival order
+	dropped map[string][]droppedRun // runs that ended before they started, bracketed after the active run
+	wg      sync.WaitGroup          // one per accepted run until its run:end
+}
+
+type run struct {
+	id, sessionID, prompt string
+	session               store.Session
+	origin                Origin
+	ctx                   context.Context
+	cancel                context.CancelFunc
+	cancelled             bool // stopped by Cancel (not by shutdown); guarded by Runtime.mu
+	streaming             bool // the provider still runs, so a cancel can stop it; Runtime.mu
+}
+
+// droppedRun is a run that ended before it started: a cancelled or interrupted follow-up, or one
+// that could not start. It is signalled (run:start, its prompt, the error, run:end) and recorded
+// once the session's running prompt has ended, so it never lands inside another run.
+type droppedRun struct {
+	ru          *run
+	msg         string
+	interrupted bool
+}
+
+// New creates a runtime and starts its transcript writer. Call Shutdown, then Close, to stop it.
+func New(cfg Config) (*Runtime, error) {
+	if cfg.Store == nil || cfg.Reporter == nil {
+		return nil, errors.New("agent: Config.Store and Config.Reporter are required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	base, stop := context.WithCancel(context.Background())
+	return &Runtime{
+		cfg: cfg, st: cfg.Store, rep: cfg.Reporter, log: cfg.Logger,
+		writer: newTranscriptWriter(cfg.Store, cfg.Logger), base: base, stop: stop,
+		active: map[string]*run{}, pending: map[string][]*run{}, dropped: map[string][]droppedRun{},
+	}, nil
+}
+
+// Start begins a run of prompt in session x, or queues it behind the session's running one, and
+// returns its id (a UUID). A run that starts at once has its run:start and user-prompt event
+// published before Start returns. Errors: *Refusal (shutting down, the queue is full), or the
+// store's error when the session's status cannot be written (nothing was signalled then).
+func (r *Runtime) Start(ctx context.Context, x store.Session, prompt string, origin Origin) (string, error) {
+	r.mu.Lock()
+	if r.closed || r.base.Err() != nil {
+		r.mu.Unlock()
+		return "", &Refusal{"The server is shutting down; send the prompt again once it is back."}
+	}
+	runCtx, cancel := context.WithCancel(r.base)
+	ru := &run{id: uuid.NewString(), sessionID: x.ID, prompt: prompt, session: x, origin: origin, ctx: runCtx, cancel: cancel}
+	if _, busy := r.active[x.ID]; busy {
+		if len(r.pending[x.ID]) >= MaxFollowUps {
+			r.mu.Unlock()
+			cancel()
+			return "", &Refusal{fmt.Sprintf("Session %q already has %d prompts waiting; wait for a run:end, then send again.", x.ID, MaxFollowUps)}
+		}
+		r.pending[x.ID] = append(r.pending[x.ID], ru)
+		r.wg.Add(1)
+		r.mu.Unlock()
+		return ru.id, nil
+	}
+	r.active[x.ID] = ru
+	ru.streaming = true
+	r.wg.Add(1)
+	r.mu.Unlock()
+	if err := r.launch(ctx, ru); err != nil {
+		// Nothing of this run was signalled: the caller gets the error instead of a run.
+		r.advance(ru)
+		ru.cancel()
+		r.wg.Done()
+		return "", err
+	}
+	return ru.id, nil
+}
+
+// launch marks the session running, publishes run:start and the prompt, and runs the provider.
+// The status write does not follow the request's context: a client that drops right after
+// chat.send must not leave a session marked running with no run.
+func (r *Runtime) launch(ctx context.Context, ru *run) error {
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := r.st.SetSessionStatus(wctx, ru.sessionID, "running"); err != nil {
+		// The write may have committed before the error: put the status back.
+		if rerr := r.st.SetSessionStatus(wctx, ru.sessionID, "idle"); rerr != nil {
+			r.log.Error("session status", "session", ru.sessionID, "err", rerr)
+		}
+		return err
+	}
+	r.publish(&protocol.RunStartSignal{SessionID: ru.sessionID, RunID: ru.id}, ru)
+	r.rep.RunningChanged()
+	r.emit(ru, &protocol.UserPromptEvent{Text: ru.prompt, TurnID: uuid.NewString()})
+	go r.execute(ru)
+	return nil
+}
+
+// advance hands the session on after ru (which published its run:end, or never started): it
+// signals the runs dropped meanwhile, then starts the oldest follow-up, if any and not shutting
+// down. A follow-up that cannot start is signalled as dropped with the reason.
+func (r *Runtime) advance(ru *run) {
+	for ru != nil {
+		sid := ru.sessionID
+		var next *run
+		for {
+			// The dropped runs are signalled while ru still holds the session, so no new run's
+			// signals interleave with them; cancels may add more meanwhile.
+			r.mu.Lock()
+			dropped := r.dropped[sid]
+			delete(r.dropped, sid)
+			if len(dropped) == 0 {
+				if r.active[sid] == ru {
+					if q := r.pending[sid]; len(q) > 0 && r.base.Err() == nil && !r.closed {
+						next = q[0]
+						if len(q) == 1 {
+							delete(r.pending, sid)
+						} else {
+							r.pending[sid] = q[1:]
+						}
+						r.active[sid] = next
+						next.streaming = true
+					} else {
+						delete(r.active, sid)
+					}
+				}
+				r.mu.Unlock()
+				break
+			}
+			r.mu.Unlock()
+			for _, d := range dropped {
+				r.bracket(d)
+			}
+		}
+		r.rep.RunningChanged()
+		if next == nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := r.launch(ctx, next)
+		cancel()
+		if err == nil {
+			return
+		}
+		r.log.Error("queued prompt could not start", "session", sid, "err", err)
+		r.bracket(droppedRun{ru: next, msg: "The queued prompt could not start: " + err.Error()})
+		ru = next
+	}
+}
+
+// bracket signals and records a run that ended before it started: run:start, its prompt, the
+// error event with msg, run:end ok:false — in that order, and the transcript flushed before the
+// run:end so a client that sees it can load them.
+func (r *Runtime) bracket(d droppedRun) {
+	ru := d.ru
+	r.publish(&protocol.RunStartSignal{SessionID: ru.sessionID, RunID: ru.id}, ru)
+	r.emit(ru, &protocol.UserPromptEvent{Text: ru.prompt, TurnID: uuid.NewString()})
+	r.emit(ru, &protocol.ErrorEvent{Message: d.msg})
+	r.writer.closeBlock(ru.sessionID)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	if err := r.writer.flush(ctx); err != nil {
+		r.log.Error("transcript flush failed", "session", ru.sessionID, "err", err)
+	}
+	cancel()
+	msg := d.msg
+	end := &protocol.RunEndSignal{SessionID: ru.sessionID, RunID: ru.id, OK: false, Error: &msg}
+	if d.interrupted {
+		t := true
+		end.Interrupted = &t
+	}
+	r.publish(end, ru)
+	ru.cancel()
+	r.wg.Done()
+}
+
+func (r *Runtime) publish(sig protocol.Signal, ru *run) {
+	if err := r.rep.Publish(sig, ru.origin); err != nil {
+		r.log.Error("signal not sent", "session", ru.sessionID, "run", ru.id, "kind", sig.SignalKind(), "err", err)
+	}
+}
+
+// emit publishes an event signal of ru and hands the event to the transcript writer.
+// An event too large for one message is replaced, in the signal and the transcript, by an error
+// event that says so. Streamed pieces are small; other events are measured before they go out.
+func (r *Runtime) emit(ru *run, ev protocol.StreamEvent) {
+	if lim := r.cfg.MaxMessageBytes; lim > 0 && !isStreamedPiece(ev) {
+		if b, err := protocol.Marshal(ev); err != nil || len(b)+512 > lim {
+			r.log.Error("event left out: over the message limit", "session", ru.sessionID, "kind", ev.StreamEventKind(), "bytes", len(b))
+			ev = &protocol.ErrorEvent{Message: fmt.Sprintf("A %s event of %d bytes was left out: it exceeds the %d-byte message limit.", ev.StreamEventKind(), len(b), lim)}
+		}
+	}
+	r.writer.add(ru.sessionID, ev)
+	r.publish(&protocol.EventSignal{SessionID: ru.sessionID, RunID: ru.id, Event: ev}, ru)
+}
+
+func isStreamedPiece(ev protocol.StreamEvent) bool {
+	switch e := ev.(type) {
+	case *protocol.MarkdownEvent:
+		return e.Streaming
+	case *protocol.ThinkingEvent:
+		return e.Streaming
+	}
+	return false
+}
+
+// Running returns the ids of the sessions that have a run, sorted.
+func (r *Runtime) Running() []string {
+	r.mu.Lock()
+	ids := make([]string, 0, len(r.active))
+	for id := range r.active {
+		ids = append(ids, id)
+	}
+	r.mu.Unlock()
+	sort.Strings(ids)
+	return ids
+}
+
+func (r *Runtime) execute(ru *run) {
+	started := time.Now()
+	p := scriptedProvider{delay: r.cfg.StepDelay}
+	sum, err := p.run(ru.ctx, ru.prompt, func(ev protocol.StreamEvent) { r.emit(ru, ev) },
+		func(turnID string, u protocol.Usage) {
+			r.writer.closeBlock(ru.sessionID)
+			r.publish(&protocol.TurnEndSignal{SessionID: ru.sessionID, RunID: ru.id, TurnID: turnID, Usage: u}, ru)
+		})
+	r.mu.Lock()
+	ru.streaming = false
+	cancelled := ru.cancelled
+	r.mu.Unlock()
+	if err == nil && cancelled {
+		err = context.Canceled // cancelled after the last piece: it still ends as cancelled
+	}
+	end := &protocol.RunEndSignal{SessionID: ru.sessionID, RunID: ru.id, OK: err == nil}
+	if err != nil {
+		msg := err.Error()
+		if cancelled {
+			msg = "The run was cancelled."
+			t := true
+			end.Interrupted = &t
+		} else if ru.ctx.Err() != nil {
+			msg = "The run was interrupted: the server is shutting down."
+			t := true
+			end.Interrupted = &t
+		}
+		end.Error = &msg
+		r.emit(ru, &protocol.ErrorEvent{Message: msg})
+	} else {
+		sum.DurationMs = time.Since(started).Milliseconds()
+		r.emit(ru, &protocol.RunSummaryEvent{Text: summaryLine(sum), RunSummary: sum, TurnID: p.lastTurn})
+	}
+	// The transcript is in Postgres before run:end, so a client that sees run:end can load it.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	r.writer.closeBlock(ru.sessionID)
+	if ferr := r.writer.flush(ctx); ferr != nil {
+		r.log.Error("transcript flush failed", "session", ru.sessionID, "err", ferr)
+	}
+	status := "idle"
+	if err != nil && ru.ctx.Err() == nil {
+		status = "error"
+	}
+	if serr := r.st.SetSessionStatus(ctx, ru.sessionID, status); serr != nil {
+		r.log.Error("session status", "session", ru.sessionID, "err", serr)
+	}
+	r.publish(end, ru)
+	r.advance(ru)
+	ru.cancel()
+	r.wg.Done()
+}
+
+// Cancel stops the session's running prompt (runID "" or its id) while its provider still runs,
+// or drops a queued follow-up by runID. It reports whether it stopped anything: a run that is
+// already ending, or already cancelled, is not stopped again. A dropped follow-up is signalled
+// (run:start, prompt, error, run:end) right after the running prompt's run:end.
+func (r *Runtime) Cancel(sessionID, runID string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if ru := r.active[sessionID]; ru != nil && (runID == "" || ru.id == runID) {
+		stop := ru.streaming && !ru.cancelled
+		ru.cancelled = ru.cancelled || stop
+		if stop {
+			ru.cancel()
+		}
+		return stop
+	}
+	q := r.pending[sessionID]
+	for i, ru := range q {
+		if runID != "" && ru.id == runID {
+			r.pending[sessionID] = append(q[:i:i], q[i+1:]...)
+			if len(r.pending[sessionID]) == 0 {
+				delete(r.pending, sessionID)
+			}
+			// A queued run implies an active one (advance hands over under r.mu), whose
+			// advance signals this one.
+			r.dropped[sessionID] = append(r.dropped[sessionID], droppedRun{ru: ru, msg: "The queued prompt was cancelled.", interrupted: true})
+			return true
+		}
+	}
+	return false
+}
+
+// Shutdown refuses new prompts, cancels every run, ends the queued follow-ups as interrupted
+// (each signalled after its session's running prompt ends), waits for the runs to end (bounded
+// by ctx) and flushes the transcripts.
+func (r *Runtime) Shutdown(ctx context.Context) {
+	r.mu.Lock()
+	r.closed = true
+	for _, ru := range r.active {
+		ru.cancel()
+	}
+	for sid, q := range r.pending {
+		for _, ru := range q {
+			r.dropped[sid] = append(r.dropped[sid], droppedRun{ru: ru, msg: "The queued prompt did not run: the server is shutting down.", interrupted: true})
+		}
+	}
+	r.pending = map[string][]*run{}
+	r.mu.Unlock()
+	done := make(chan struct{})
+	go func() { r.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+	if err := r.writer.flush(ctx); err != nil {
+		r.log.Error("transcript flush at shutdown failed", "err", err)
+	}
+}
+
+// Flush writes every queued transcript row, so a reader sees what was signalled so far.
+func (r *Runtime) Flush(ctx context.Context) {
+	if err := r.writer.flush(ctx); err != nil {
+		r.log.Warn("transcript flush failed", "err", err)
+	}
+}
+
+// Close stops the transcript writer's loop and the runs' base context. Call after Shutdown.
+func (r *Runtime) Close() {
+	r.stop()
+	r.writer.close()
+}
+
+func summaryLine(s protocol.RunSummary) string {
+	d := "<1s"
+	if s.DurationMs >= 1000 {
+		d = fmt.Sprintf("%ds", s.DurationMs/1000)
+	}
+	return fmt.Sprintf("%s · %s · ↻%d · ↑%d ↓%d · %.0f tk/s", s.ModelID, d, s.Turns, s.TokensIn, s.TokensOut, s.TokensPerSecond)
+}

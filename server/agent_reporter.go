@@ -1,0 +1,67 @@
+package server
+
+import (
+	"errors"
+	"sort"
+
+	"github.com/zidane-server/zidane/protocol"
+	"github.com/zidane-server/zidane/server/agent"
+)
+
+// agentReporter is the transport's side of agent.Reporter: the hub numbers, logs and fans out
+// the runtime's signals; a change of the running sessions becomes presence:changed.
+type agentReporter struct{ s *Server }
+
+var _ agent.Reporter = agentReporter{}
+
+// Publish implements agent.Reporter; origin is the *conn that sent the prompt, or nil.
+func (a agentReporter) Publish(sig protocol.Signal, origin agent.Origin) error {
+	c, _ := origin.(*conn)
+	_, err := a.s.hub.publish(sig, c)
+	return err
+}
+
+// RunningChanged implements agent.Reporter.
+func (a agentReporter) RunningChanged() { a.s.publishPresence() }
+
+// originOf wraps a connection as the runtime's opaque origin (nil stays nil).
+func originOf(c *conn) agent.Origin {
+	if c == nil {
+		return nil
+	}
+	return c
+}
+
+// agentErr turns a runtime error into the answer a client can act on.
+func agentErr(err error) error {
+	var rf *agent.Refusal
+	if errors.As(err, &rf) {
+		return protocol.NewHandlerFailedError(rf.Message)
+	}
+	return storeErr(err, "")
+}
+
+// publishPresence sends presence:changed: every session that runs or that a connection views,
+// with how many connections view it.
+func (s *Server) publishPresence() {
+	running := map[string]bool{}
+	for _, id := range s.runs.Running() {
+		running[id] = true
+	}
+	windows := s.views()
+	ids := make([]string, 0, len(running)+len(windows))
+	for id := range running {
+		ids = append(ids, id)
+	}
+	for id := range windows {
+		if !running[id] {
+			ids = append(ids, id)
+		}
+	}
+	sort.Strings(ids)
+	ps := make([]protocol.SessionPresence, 0, len(ids))
+	for _, id := range ids {
+		ps = append(ps, protocol.SessionPresence{SessionID: id, Running: running[id], Windows: windows[id]})
+	}
+	s.hub.publish(&protocol.PresenceChangedSignal{Sessions: ps}, nil)
+}
