@@ -203,8 +203,24 @@ func TestFieldCase_B36_CLIPrintsOnlyItsRun(t *testing.T) {
 		assert.Equal(t, 1, ends)
 		assert.NotEmpty(t, runID)
 		assert.Greater(t, len(lines), 8)
-		// No HTML escaping: the prompt's characters appear as they are.
 	}
+
+	// --session: another run of the same session streams first; the CLI's run is queued behind
+	// it, and only the CLI's run is printed, its prompt without HTML escaping.
+	sendPrompt(t, other, o, "Someone else's prompt in the same session.")
+	cli := startCLI(t, s.url(), tok, "-c", "<mine> & yours", "--json", "--session", o)
+	require.Equal(t, 0, cli.wait(waitTimeout), "stderr: %s", cli.stderr.String())
+	out := cli.stdout.String()
+	assert.NotContains(t, out, "Someone else")
+	assert.Contains(t, out, `"text":"<mine> & yours"`)
+	runIDs := map[string]bool{}
+	for _, line := range strings.Split(strings.TrimRight(out, "\n"), "\n") {
+		var sg signal
+		require.NoError(t, json.Unmarshal([]byte(line), &sg), "line %q", line)
+		assert.Equal(t, o, sg.SessionID)
+		runIDs[sg.RunID] = true
+	}
+	assert.Len(t, runIDs, 1, "one run's signals, each carrying its runId: %v", runIDs)
 }
 
 // TestFieldCase_B37_CtrlCCancelsTheRun: the first Ctrl-C sends chat.cancel for the CLI's run;
