@@ -23,6 +23,7 @@ import (
 
 	"github.com/zidane-server/zidane/protocol"
 	"github.com/zidane-server/zidane/server/agent"
+	"github.com/zidane-server/zidane/server/agent/tools"
 	"github.com/zidane-server/zidane/server/store"
 	"github.com/zidane-server/zidane/server/workspace"
 )
@@ -106,6 +107,11 @@ type Config struct {
 	Limits Limits
 	// Logger logs; default slog.Default().
 	Logger *slog.Logger
+	// ApprovalTimeout is how long a tool approval request waits before it expires as a denial;
+	// default agent.DefaultApprovalTimeout (30 min).
+	ApprovalTimeout time.Duration
+	// Tools holds the agent tools' limits and exec's Launcher (where the OS sandbox plugs in).
+	Tools tools.Config
 	// StepDelay slows the scripted provider between streamed pieces (tests use it to watch a run).
 	StepDelay time.Duration
 }
@@ -126,6 +132,8 @@ type Server struct {
 	stop      context.CancelFunc
 	connSeq   atomic.Int64
 	runs      *agent.Runtime
+	gate      *agent.Gate     // pending approvals and questions (issue 9)
+	tools     *agent.ToolHost // the agent's tools behind approvals
 	pairs     *pairLimiter
 	metrics   *metrics
 
@@ -187,6 +195,8 @@ func New(ctx context.Context, cfg Config, st *store.Store) (*Server, error) {
 		stop()
 		return nil, err
 	}
+	s.gate = agent.NewGate(st, agentReporter{s}, cfg.ApprovalTimeout)
+	s.tools = &agent.ToolHost{WS: ws, Config: cfg.Tools, Gate: s.gate, Store: st, Reporter: agentReporter{s}, Logger: s.log}
 	s.handlers = &handlers{s: s}
 	go st.ListenTokenRevocations(base, time.Second, s.closeTokenConns)
 	return s, nil
