@@ -135,5 +135,5 @@ test('narrowing on kind', () => {
   )
   assert.equal(describeSignal({ kind: 'run:end', sessionId: 's', runId: 'r', ok: false, error: 'boom' }), 'end r boom')
   // A kind from a newer server reaches the default branch instead of throwing.
-  assert.equal(describeSignal({ kind: 'plans:snapshot' } as unknown as Signal), 'unknown plans:snapshot')
+  assert.equal(describeSignal({ kind: 'future:snapshot' } as unknown as Signal), 'unknown future:snapshot')
 })
