@@ -18,8 +18,8 @@ import (
 
 // ToolHost runs a run's tool calls (issue 9): the registry's tools against the workspace, with
 // the session's approval mode, the project's safelist and the Gate's approvals and questions in
-// between. It is the runtime's tool seam: the run loop hands it every complete tool call and
-// appends the message it returns to the conversation. Safe for concurrent use.
+// between. The run loop hands it every complete tool call (Do) and sends the result back to the
+// model. Safe for concurrent use.
 type ToolHost struct {
 	// WS is the confinement point every path goes through. Required.
 	WS *workspace.Workspace
@@ -37,18 +37,26 @@ type ToolHost struct {
 	Logger *slog.Logger
 }
 
-// ToolCall is one call in its run.
-type ToolCall struct {
+// HostCall is one tool call in its run.
+type HostCall struct {
 	// Session is the run's session (ID, ProjectRoot, Cwd).
 	Session store.Session
 	// RunID and TurnID place the call.
 	RunID, TurnID string
 	// Origin is the run's origin (passed back with the signals).
 	Origin Origin
-	// Emit publishes and records one transcript event of the run.
-	Emit func(protocol.StreamEvent)
 	// Call is the model's call.
 	Call provider.ToolCall
+}
+
+// HostResult is a call's result.
+type HostResult struct {
+	// Text is what the model reads (and the tool-result event shows).
+	Text string
+	// IsError marks a failure: the tool failed, was refused, denied, expired or withdrawn.
+	IsError bool
+	// Diff is the unified diff an edit made (tool-result events carry it), "" otherwise.
+	Diff string
 }
 
 func (h *ToolHost) registry() *tools.Registry {
@@ -74,52 +82,36 @@ const (
 	msgDenied    = "The user denied this call; it did not run. Do not repeat it as it is: continue another way or ask the user with ask_user."
 )
 
-// Run runs one call: it emits the tool event, checks the call, applies the session's mode and the
-// safelist, asks for approval when needed (waiting on the Gate), checks again at use, runs the tool
-// and emits the tool-result event (with the unified diff of an edit). It returns the tool message
-// for the conversation. When ctx ends (a cancel) the call is withdrawn or its process group
-// killed, and the result says so; the run then ends.
-func (h *ToolHost) Run(ctx context.Context, tc ToolCall) provider.Message {
-	call := tc.Call
-	input := call.Arguments
-	if len(input) == 0 || !json.Valid(input) {
-		input = json.RawMessage("{}")
+// inputOf is the call's arguments, "{}" when they are empty or not JSON.
+func inputOf(call provider.ToolCall) json.RawMessage {
+	if len(call.Arguments) == 0 || !json.Valid(call.Arguments) {
+		return json.RawMessage("{}")
 	}
-	tool, known := h.registry().Get(call.Name)
-	env := h.env(tc)
-	summary := call.Name
-	var checked *tools.Call
-	var checkErr error
-	if known {
-		checked, checkErr = tool.Check(ctx, env, input)
-		if checkErr == nil {
-			summary = checked.Summary
-		}
-	}
-	tc.Emit(&protocol.ToolEvent{Tool: call.Name, CallID: call.ID, Text: summary, Input: input, TurnID: tc.TurnID})
+	return call.Arguments
+}
 
-	var res *tools.Result
-	switch {
-	case !known:
-		res = &tools.Result{Content: fmt.Sprintf("Unknown tool %q; the tools are: %s.", call.Name, strings.Join(h.registry().Names(), ", ")), IsError: true}
-	case checkErr != nil:
-		res = &tools.Result{Content: checkErr.Error(), IsError: true}
-	default:
-		res = h.gateAndRun(ctx, tc, tool, checked, env, input)
+// Do runs one call: it checks the call, applies the session's mode and the safelist, asks for
+// approval when needed (waiting on the Gate), checks again at use, and runs the tool. The result
+// carries the unified diff of an edit. When ctx ends (a cancel) a pending approval or question is
+// withdrawn, a running exec's process group killed, and the result says so.
+func (h *ToolHost) Do(ctx context.Context, c HostCall) HostResult {
+	call := c.Call
+	input := inputOf(call)
+	tool, known := h.registry().Get(call.Name)
+	if !known {
+		return HostResult{Text: fmt.Sprintf("Unknown tool %q; the tools are: %s.", call.Name, strings.Join(h.registry().Names(), ", ")), IsError: true}
 	}
-	ev := &protocol.ToolResultEvent{Tool: call.Name, CallID: call.ID, Text: res.Content, TurnID: tc.TurnID}
-	if res.IsError {
-		ev.IsError = ptr(true)
+	env := h.env(c)
+	checked, err := tool.Check(ctx, env, input)
+	if err != nil {
+		return HostResult{Text: err.Error(), IsError: true}
 	}
-	if res.Diff != "" {
-		ev.Diff = &res.Diff
-	}
-	tc.Emit(ev)
-	return provider.Message{Role: provider.RoleTool, ToolCallID: call.ID, ToolName: call.Name, Text: res.Content, IsError: res.IsError}
+	res := h.gateAndRun(ctx, c, tool, checked, env, input)
+	return HostResult{Text: res.Content, IsError: res.IsError, Diff: res.Diff}
 }
 
 // gateAndRun applies the approval rules to a checked call and runs it when they let it.
-func (h *ToolHost) gateAndRun(ctx context.Context, tc ToolCall, tool tools.Tool, checked *tools.Call, env *tools.Env, input json.RawMessage) *tools.Result {
+func (h *ToolHost) gateAndRun(ctx context.Context, tc HostCall, tool tools.Tool, checked *tools.Call, env *tools.Env, input json.RawMessage) *tools.Result {
 	kind := tool.Kind()
 	if kind == tools.KindEdit || kind == tools.KindExec {
 		mode, err := h.Store.ApprovalMode(ctx, tc.Session.ID)
@@ -173,7 +165,7 @@ func lockedResult(name string) *tools.Result {
 // mustAsk applies the mode and the safelist: writes under .git always ask; in auto-edit edits pass;
 // otherwise a safelist entry of the project root for the tool (for exec: the parsed command's key)
 // lets the call pass.
-func (h *ToolHost) mustAsk(ctx context.Context, tc ToolCall, kind tools.Kind, mode string, c *tools.Call) (bool, error) {
+func (h *ToolHost) mustAsk(ctx context.Context, tc HostCall, kind tools.Kind, mode string, c *tools.Call) (bool, error) {
 	if c.GitMeta {
 		return true, nil
 	}
@@ -200,7 +192,7 @@ func (h *ToolHost) mustAsk(ctx context.Context, tc ToolCall, kind tools.Kind, mo
 }
 
 // approvalAsk builds the request shown for a call, and what "always" would store.
-func (h *ToolHost) approvalAsk(tc ToolCall, c *tools.Call, input json.RawMessage) ApprovalAsk {
+func (h *ToolHost) approvalAsk(tc HostCall, c *tools.Call, input json.RawMessage) ApprovalAsk {
 	cwd := c.Cwd
 	if cwd == "" {
 		cwd = tc.Session.Cwd
@@ -225,7 +217,7 @@ func (h *ToolHost) approvalAsk(tc ToolCall, c *tools.Call, input json.RawMessage
 }
 
 // env builds the tools' environment for a call.
-func (h *ToolHost) env(tc ToolCall) *tools.Env {
+func (h *ToolHost) env(tc HostCall) *tools.Env {
 	cfg := h.Config
 	return &tools.Env{WS: h.WS, Cwd: tc.Session.Cwd, SessionID: tc.Session.ID, Config: &cfg,
 		Ask: func(ctx context.Context, q tools.Question) (*tools.Answer, error) {

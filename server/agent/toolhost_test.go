@@ -95,8 +95,6 @@ type hostFixture struct {
 	gate       *Gate
 	host       *ToolHost
 	sess       store.Session
-	events     []protocol.StreamEvent
-	mu         sync.Mutex
 }
 
 func newHostFixture(t *testing.T) *hostFixture {
@@ -113,26 +111,25 @@ func newHostFixture(t *testing.T) *hostFixture {
 	return f
 }
 
-func (f *hostFixture) call(name, args string) ToolCall {
-	return ToolCall{Session: f.sess, RunID: "run-1", TurnID: "turn-1", Call: provider.ToolCall{ID: "call-" + name, Name: name, Arguments: json.RawMessage(args)},
-		Emit: func(ev protocol.StreamEvent) { f.mu.Lock(); f.events = append(f.events, ev); f.mu.Unlock() }}
+func (f *hostFixture) call(name, args string) HostCall {
+	return HostCall{Session: f.sess, RunID: "run-1", TurnID: "turn-1", Call: provider.ToolCall{ID: "call-" + name, Name: name, Arguments: json.RawMessage(args)}}
 }
 
 // runAsync runs a call in the background; the result arrives on the channel.
-func (f *hostFixture) runAsync(ctx context.Context, tc ToolCall) <-chan provider.Message {
-	ch := make(chan provider.Message, 1)
-	go func() { ch <- f.host.Run(ctx, tc) }()
+func (f *hostFixture) runAsync(ctx context.Context, tc HostCall) <-chan HostResult {
+	ch := make(chan HostResult, 1)
+	go func() { ch <- f.host.Do(ctx, tc) }()
 	return ch
 }
 
-func (f *hostFixture) run(t *testing.T, name, args string) provider.Message {
+func (f *hostFixture) run(t *testing.T, name, args string) HostResult {
 	t.Helper()
 	select {
 	case m := <-f.runAsync(context.Background(), f.call(name, args)):
 		return m
 	case <-time.After(5 * time.Second):
 		t.Fatalf("%s %s did not finish (waiting for an approval?)", name, args)
-		return provider.Message{}
+		return HostResult{}
 	}
 }
 
@@ -183,12 +180,8 @@ func TestApprovalAllowAlwaysDeny(t *testing.T) {
 	res := waitFor[*protocol.ApprovalResolvedSignal](t, f.rec)
 	assert.Equal(t, protocol.ApprovalResolutionAllow, res.Resolution)
 	assert.Equal(t, "tester", *res.By)
-	// The tool-result event carries the diff.
-	f.mu.Lock()
-	last := f.events[len(f.events)-1].(*protocol.ToolResultEvent)
-	f.mu.Unlock()
-	require.NotNil(t, last.Diff)
-	assert.Contains(t, *last.Diff, "+++ b/a.txt")
+	// The result carries the diff (for the tool-result event).
+	assert.Contains(t, m.Diff, "+++ b/a.txt")
 
 	// allow stored nothing: the next write asks again; deny → the tool result says so.
 	ch = f.runAsync(context.Background(), f.call("write_file", `{"path":"b.txt","content":"x"}`))
@@ -490,7 +483,7 @@ func TestCancelWithdrawsPendingApproval(t *testing.T) {
 	ch := f.runAsync(ctx, f.call("exec", `{"command":"touch after-cancel"}`))
 	req := f.pendingOne(t)
 	cancel()
-	var m provider.Message
+	var m HostResult
 	select {
 	case m = <-ch:
 	case <-time.After(time.Second):
