@@ -145,11 +145,11 @@ func TestSessionPolicyRunsTheCommand(t *testing.T) {
 	assert.True(t, os.IsNotExist(statErr))
 }
 
-// TestTerminalsRunSandboxedWhenAsked: with Sandbox.Terminals a project terminal runs under the
-// default policy: a write outside the roots fails and its PID 1 is the sandbox's launcher.
+// TestTerminalsRunSandboxedWhenAsked: with Sandbox.TerminalPolicy a project terminal runs under
+// it: a write outside the roots fails and its PID 1 is the sandbox's launcher.
 func TestTerminalsRunSandboxedWhenAsked(t *testing.T) {
 	outside := t.TempDir()
-	e := newEnv(t, func(c *Config) { c.ProjectTerminals, c.Sandbox.Terminals = true, true })
+	e := newEnv(t, func(c *Config) { c.ProjectTerminals, c.Sandbox.TerminalPolicy = true, sandbox.WorkspaceWrite })
 	if sup := e.srv.sandbox.Support(false); len(sup.Policies) < 3 {
 		t.Skipf("this kernel cannot sandbox: %v", sup.Notes)
 	}

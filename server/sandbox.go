@@ -25,8 +25,9 @@ type SandboxConfig struct {
 	// Hide are more paths commands must not see (the server's unix socket, config files); the
 	// data dir is always hidden.
 	Hide []string
-	// Terminals runs project terminals under the default policy too.
-	Terminals bool
+	// TerminalPolicy, when set, runs every project terminal under that policy (--terminal-sandbox);
+	// a policy the kernel cannot enforce refuses the server's start.
+	TerminalPolicy sandbox.Policy
 	// ScratchBase is where sessions' scratch directories go; default <data-dir>/sandbox, or
 	// $TMPDIR/zidane-sandbox-<uid> without a data dir.
 	ScratchBase string
@@ -73,21 +74,20 @@ func (s *Server) newSandbox() error {
 		s.log.Info("sandbox", "kind", sup.Kind, "landlockAbi", sup.LandlockABI, "default", c.Default, "policies", sup.Policies,
 			"notes", strings.Join(sup.Notes, " "))
 	}
-	if c.Terminals && s.cfg.TerminalPrepare == nil {
+	if tp := c.TerminalPolicy; tp != "" && s.cfg.TerminalPrepare == nil {
+		if err := sb.Check(tp); err != nil {
+			return fmt.Errorf("--terminal-sandbox: %w", err)
+		}
 		s.cfg.TerminalPrepare = func(cmd *exec.Cmd) error {
-			_, err := s.sandboxCommand(context.Background(), cmd, "", s.ws.Roots())
-			return err
+			return sb.Wrap(cmd, sandbox.Request{Policy: tp, Roots: s.ws.Roots(), SessionID: "terminals"})
 		}
 	}
 	return nil
 }
 
 // sessionPolicy returns the policy sessionID's commands run under: the one an admin set, else
-// the server's default ("" sessionID: the default).
+// the server's default.
 func (s *Server) sessionPolicy(ctx context.Context, sessionID string) (sandbox.Policy, bool, error) {
-	if sessionID == "" {
-		return s.cfg.Sandbox.Default, false, nil
-	}
 	p, err := s.store.SessionSandbox(ctx, sessionID)
 	if err != nil {
 		return "", false, err
@@ -98,19 +98,15 @@ func (s *Server) sessionPolicy(ctx context.Context, sessionID string) (sandbox.P
 	return sandbox.Policy(p), true, nil
 }
 
-// sandboxCommand prepares cmd to run under sessionID's policy (the server's default for "") with
-// roots writable, and returns the policy. An error means cmd must not run: the policy cannot be
+// sandboxCommand prepares cmd to run under sessionID's policy with roots writable, and returns
+// the policy. An error means cmd must not run: the policy cannot be
 // enforced here, or is off without the operator's flag.
 func (s *Server) sandboxCommand(ctx context.Context, cmd *exec.Cmd, sessionID string, roots []string) (sandbox.Policy, error) {
 	p, _, err := s.sessionPolicy(ctx, sessionID)
 	if err != nil {
 		return "", err
 	}
-	scratch := sessionID
-	if scratch == "" {
-		scratch = "terminals"
-	}
-	if err := s.sandbox.Wrap(cmd, sandbox.Request{Policy: p, Roots: roots, SessionID: scratch}); err != nil {
+	if err := s.sandbox.Wrap(cmd, sandbox.Request{Policy: p, Roots: roots, SessionID: sessionID}); err != nil {
 		return p, err
 	}
 	return p, nil

@@ -156,6 +156,7 @@ func startCmd() *cobra.Command {
 	var unixSocket string
 	var limits server.Limits
 	var allowClone, projectTerminals bool
+	var terminalSandbox string
 	var cloneSchemes []string
 	var sb server.SandboxConfig
 	var sbDefault string
@@ -192,6 +193,16 @@ func startCmd() *cobra.Command {
 			}
 			if unixSocket != "" {
 				sb.Hide = append(sb.Hide, unixSocket)
+			}
+			if terminalSandbox != "" {
+				tp, err := sandbox.ParsePolicy(terminalSandbox)
+				if err != nil {
+					return fmt.Errorf("--terminal-sandbox: %w", err)
+				}
+				if tp == sandbox.Off {
+					return errors.New("--terminal-sandbox off: leave the flag out to run terminals without a sandbox")
+				}
+				sb.TerminalPolicy = tp
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
@@ -283,7 +294,6 @@ func startCmd() *cobra.Command {
 	cmd.Flags().BoolVar(&projectTerminals, "project-terminals", false, "let admin tokens run terminals in the workspace roots (see docs/security.md)")
 	cmd.Flags().StringVar(&sbDefault, "sandbox", string(sandbox.WorkspaceWrite), "default sandbox policy of the agent's commands: workspace-write, workspace-write+network, read-only, or off (needs --sandbox-allow-off); an admin token changes it per session (sessions.setSandbox)")
 	cmd.Flags().BoolVar(&sb.AllowOff, "sandbox-allow-off", false, "allow the off policy (commands run without a sandbox, with the server's user's rights) as default or per session")
-	cmd.Flags().BoolVar(&sb.Terminals, "sandbox-terminals", false, "run project terminals under the default sandbox policy too")
 	cmd.Flags().Uint64Var(&sb.Limits.CPUSeconds, "sandbox-cpu-seconds", sandbox.DefaultLimits.CPUSeconds, "CPU seconds per process of a sandboxed command (RLIMIT_CPU)")
 	cmd.Flags().Uint64Var(&sb.Limits.MemoryBytes, "sandbox-memory-bytes", sandbox.DefaultLimits.MemoryBytes, "address space per process of a sandboxed command, in bytes (RLIMIT_AS)")
 	cmd.Flags().Uint64Var(&sb.Limits.Processes, "sandbox-processes", sandbox.DefaultLimits.Processes, "processes and threads of one sandboxed command together")
@@ -291,6 +301,7 @@ func startCmd() *cobra.Command {
 	cmd.Flags().StringArrayVar(&sb.Hide, "sandbox-hide", nil, "another file or folder sandboxed commands must not see (repeatable; the data dir is always hidden)")
 	cmd.Flags().StringArrayVar(&sbUnsupported, "sandbox-unsupported", nil, "treat a kernel feature as missing: landlock, namespaces, netns or all (repeatable; also $ZIDANE_SANDBOX_UNSUPPORTED, comma-separated; for tests)")
 	cmd.Flags().MarkHidden("sandbox-unsupported")
+	cmd.Flags().StringVar(&terminalSandbox, "terminal-sandbox", "", "run project terminals under this sandbox policy (workspace-write, workspace-write+network, read-only); default none")
 	cmd.Flags().DurationVar(&stepDelay, "scripted-step-delay", 0, "pause between the scripted provider's streamed pieces (for demos and tests)")
 	cmd.Flags().MarkHidden("scripted-step-delay")
 	return cmd
