@@ -13,6 +13,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/zidane-server/zidane/server/agent"
+	"github.com/zidane-server/zidane/server/agent/provider"
+	"github.com/zidane-server/zidane/server/agent/tools"
+	"github.com/zidane-server/zidane/server/store"
 	"github.com/zidane-server/zidane/server/workspace/sandbox"
 )
 
@@ -175,4 +179,45 @@ func TestTerminalsRunSandboxedWhenAsked(t *testing.T) {
 	assert.Contains(t, out, "inside-ok")
 	assert.Contains(t, out, "/dev/pts/", "the terminal is the command's controlling terminal")
 	assert.NoFileExists(t, filepath.Join(outside, "x"))
+}
+
+// TestExecRunsUnderTheSessionSandbox: the agent's exec tool runs its command through the server's
+// sandbox under the session's policy, and its result says which policy ran it.
+func TestExecRunsUnderTheSessionSandbox(t *testing.T) {
+	e := newEnv(t, nil)
+	if sup := e.srv.sandbox.Support(false); len(sup.Policies) < 3 {
+		t.Skipf("this kernel cannot sandbox: %v", sup.Notes)
+	}
+	c := e.dial()
+	c.hello()
+	id := c.newSession()
+	ctx := context.Background()
+	sess, err := e.st.GetSession(ctx, id)
+	require.NoError(t, err)
+	root := e.srv.ws.Roots()[0]
+	outside := t.TempDir()
+	key, _ := tools.ParseCommand("touch x").SafelistKey()
+	_, err = e.st.AddSafelist(ctx, store.SafelistEntry{ProjectRoot: sess.ProjectRoot, Tool: "exec", Prefix: key, CreatedBy: "test"}, id)
+	require.NoError(t, err)
+	run := func(command string) agent.HostResult {
+		args, _ := json.Marshal(map[string]any{"command": command})
+		return e.srv.tools.Do(ctx, agent.HostCall{Session: sess, RunID: "r", TurnID: "t",
+			Call: provider.ToolCall{ID: "c", Name: "exec", Arguments: args}})
+	}
+	res := run("touch inside.txt")
+	assert.False(t, res.IsError, res.Text)
+	assert.Equal(t, "workspace-write", res.Sandbox)
+	assert.FileExists(t, filepath.Join(root, "inside.txt"))
+
+	res = run("touch " + outside + "/x")
+	assert.True(t, res.IsError)
+	assert.Contains(t, res.Text, "Read-only file system")
+	assert.Contains(t, res.Text, "[sandbox workspace-write]")
+	assert.NoFileExists(t, filepath.Join(outside, "x"))
+
+	require.NoError(t, e.st.SetSessionSandbox(ctx, id, "read-only"))
+	res = run("touch again.txt")
+	assert.True(t, res.IsError, res.Text)
+	assert.Equal(t, "read-only", res.Sandbox)
+	assert.NoFileExists(t, filepath.Join(root, "again.txt"))
 }

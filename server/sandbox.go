@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/zidane-server/zidane/server/agent/tools"
 	"github.com/zidane-server/zidane/server/workspace/sandbox"
 )
 
@@ -82,7 +83,20 @@ func (s *Server) newSandbox() error {
 			return sb.Wrap(cmd, sandbox.Request{Policy: tp, Roots: s.ws.Roots(), SessionID: "terminals"})
 		}
 	}
+	if s.tools != nil && s.tools.Config.Launcher == nil {
+		s.tools.Config.Launcher = execLauncher{s}
+	}
 	return nil
+}
+
+// execLauncher runs exec's commands under their session's sandbox policy (the tools package's
+// Launcher seam).
+type execLauncher struct{ s *Server }
+
+// Prepare implements tools.Launcher.
+func (l execLauncher) Prepare(cmd *exec.Cmd, req tools.LaunchRequest) (tools.Launched, error) {
+	p, err := l.s.sandboxCommand(l.s.baseCtx, cmd, req.SessionID, req.Roots)
+	return tools.Launched{Sandbox: string(p)}, err
 }
 
 // sessionPolicy returns the policy sessionID's commands run under: the one an admin set, else
