@@ -303,3 +303,25 @@ func TestCLITokenRefusedSaysHowToMint(t *testing.T) {
 	assert.Equal(t, 0, code)
 	assert.Regexp(t, `^zidane \S+ \(protocol \d+, min \d+, schema [0-9a-f]{12}\)\n$`, out)
 }
+
+// TestCLIServerKilledMidRun: the server is killed while the CLI's run streams and a new server
+// process takes its place; the CLI reconnects, its resume answers epoch, and from the reloaded
+// transcript it tells that the run did not finish instead of waiting for a run:end that cannot
+// come.
+func TestCLIServerKilledMidRun(t *testing.T) {
+	db, data, root := storetest.URL(t), t.TempDir(), t.TempDir()
+	s1 := startServer(t, serverOpts{dbURL: db, dataDir: data, root: root, extra: []string{"--scripted-step-delay", "300ms"}})
+	tok := s1.mintToken("killed", "chat")
+	px := clienttest.Start(t, s1.addr)
+	cli := startCLI(t, px.URL(), tok, "-c", "Outlive me.")
+	require.Eventually(t, func() bool { return strings.Contains(cli.stdout.String(), "Hello! ") }, waitTimeout, 5*time.Millisecond)
+	require.NoError(t, s1.cmd.Process.Kill())
+	<-s1.done
+	s1.stopped = true
+	s2 := startServer(t, serverOpts{dbURL: db, dataDir: data, root: root})
+	px.SetTarget(s2.addr)
+	assert.Equal(t, 1, cli.wait(waitTimeout))
+	assert.Contains(t, cli.stderr.String(), "reloaded the transcript")
+	assert.Contains(t, cli.stderr.String(), "the server restarted while the run was going on; the run did not finish")
+	assert.Equal(t, 1, strings.Count(cli.stdout.String(), "Hello! "), "nothing printed twice")
+}
