@@ -108,6 +108,16 @@ type Config struct {
 	Logger *slog.Logger
 	// StepDelay slows the scripted provider between streamed pieces (tests use it to watch a run).
 	StepDelay time.Duration
+	// Models resolves the agent's model ids; nil: the scripted provider alone.
+	Models agent.Models
+	// SystemPrompt replaces the agent's built-in system prompt (the operator's override).
+	SystemPrompt string
+	// RunLimits are the agent's per-run limits (turns, wall time, output tokens, concurrent runs).
+	RunLimits agent.Limits
+	// Tools runs the agent's tool calls; nil: the scripted exchange's lookup tool.
+	Tools agent.ToolRunner
+	// ToolGate, when set, approves or refuses each tool call before it runs.
+	ToolGate agent.ToolGate
 }
 
 // Server is one zidane-server process.
@@ -164,11 +174,6 @@ func New(ctx context.Context, cfg Config, st *store.Store) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read host id: %w", err)
 	}
-	if n, err := st.ResetRunningSessions(ctx); err != nil {
-		return nil, fmt.Errorf("reset sessions left running: %w", err)
-	} else if n > 0 {
-		cfg.Logger.Warn("sessions were left running by a previous process; marked idle", "sessions", n)
-	}
 	hn, _ := os.Hostname()
 	base, stop := context.WithCancel(context.Background())
 	s := &Server{
@@ -182,10 +187,19 @@ func New(ctx context.Context, cfg Config, st *store.Store) (*Server, error) {
 	s.runs, err = agent.New(agent.Config{
 		Store: st, Reporter: agentReporter{s}, Logger: s.log,
 		MaxMessageBytes: int(cfg.Limits.MaxMessageBytes), StepDelay: cfg.StepDelay,
+		Models: cfg.Models, SystemPrompt: cfg.SystemPrompt, Limits: cfg.RunLimits,
+		Tools: cfg.Tools, Gate: cfg.ToolGate, Workspace: ws,
 	})
 	if err != nil {
 		stop()
 		return nil, err
+	}
+	if ids, err := s.runs.Recover(ctx); err != nil {
+		stop()
+		s.runs.Close()
+		return nil, fmt.Errorf("end the runs a previous process left: %w", err)
+	} else if len(ids) > 0 {
+		cfg.Logger.Warn("sessions were left running by a previous process that stopped without ending them; marked interrupted", "sessions", len(ids))
 	}
 	s.handlers = &handlers{s: s}
 	go st.ListenTokenRevocations(base, time.Second, s.closeTokenConns)
