@@ -36,7 +36,7 @@ fuzz:
 soak:
 	ZIDANE_SOAK=1 $(GO) test -count=1 -timeout 10m -run TestSoak -v ./e2e/ | grep -E 'soak:|^(---|ok|FAIL)'
 
-## bench: benchmarks with ratios against their baselines
+## bench: the figures of docs/benchmarks.md as ratios against baselines run back to back (BENCH_WRITE=1 writes the doc)
 bench:
 	scripts/bench.sh
 

@@ -106,18 +106,30 @@ func Dispatch(ctx context.Context, h Handlers, scope Scope, method string, param
 	return res, nil
 }
 
+// paramsCheck is a method's compiled params schema.
+type paramsCheck struct {
+	schema *jsonschema.Schema
+	// emptyOK: {} is valid params, so an empty object needs no validation or decoding.
+	emptyOK bool
+}
+
 var (
-	validatorsMu sync.Mutex
-	validators   = map[string]*jsonschema.Schema{}
-	compiler     *jsonschema.Compiler
+	// checks maps a method name to its *paramsCheck; compiled on first use, then read without a
+	// lock (the hot path of every request: a global lock here serialised all connections).
+	checks    sync.Map
+	compileMu sync.Mutex
+	compiler  *jsonschema.Compiler
 )
 
 // paramsValidator compiles (once) the params schema of a method from the bundled schema.
-func paramsValidator(method string) (*jsonschema.Schema, error) {
-	validatorsMu.Lock()
-	defer validatorsMu.Unlock()
-	if s, ok := validators[method]; ok {
-		return s, nil
+func paramsValidator(method string) (*paramsCheck, error) {
+	if c, ok := checks.Load(method); ok {
+		return c.(*paramsCheck), nil
+	}
+	compileMu.Lock()
+	defer compileMu.Unlock()
+	if c, ok := checks.Load(method); ok {
+		return c.(*paramsCheck), nil
 	}
 	if compiler == nil {
 		c := jsonschema.NewCompiler()
@@ -132,8 +144,14 @@ func paramsValidator(method string) (*jsonschema.Schema, error) {
 	if err != nil {
 		return nil, err
 	}
-	validators[method] = s
-	return s, nil
+	c := &paramsCheck{schema: s, emptyOK: s.Validate(map[string]any{}) == nil}
+	checks.Store(method, c)
+	return c, nil
+}
+
+// isEmptyObject reports whether raw is {} (with any whitespace inside).
+func isEmptyObject(raw []byte) bool {
+	return len(raw) >= 2 && raw[0] == '{' && raw[len(raw)-1] == '}' && len(bytes.TrimSpace(raw[1:len(raw)-1])) == 0
 }
 
 // DecodeParams validates raw params against the method's schema and decodes them into dst.
@@ -149,6 +167,13 @@ func DecodeParams(method string, raw json.RawMessage, dst any) error {
 	if raw[0] != '{' {
 		return NewInvalidParamsError("params must be an object.", &InvalidParamsErrorData{Pointer: ""})
 	}
+	v, err := paramsValidator(method)
+	if err != nil {
+		return NewInternalError("params schema of " + method + " does not compile: " + err.Error())
+	}
+	if v.emptyOK && isEmptyObject(raw) {
+		return nil // the zero value of dst is what {} decodes to
+	}
 	if ptr, dup := findDuplicate(raw); dup != "" {
 		return NewInvalidParamsError(fmt.Sprintf("params%s: duplicate member %q; send each member once.", ptr, dup), &InvalidParamsErrorData{Pointer: ptr})
 	}
@@ -158,11 +183,7 @@ func DecodeParams(method string, raw json.RawMessage, dst any) error {
 	if err := dec.Decode(&doc); err != nil {
 		return NewInvalidParamsError("params must be an object.", &InvalidParamsErrorData{})
 	}
-	v, err := paramsValidator(method)
-	if err != nil {
-		return NewInternalError("params schema of " + method + " does not compile: " + err.Error())
-	}
-	if err := v.Validate(doc); err != nil {
+	if err := v.schema.Validate(doc); err != nil {
 		var ve *jsonschema.ValidationError
 		if errors.As(err, &ve) {
 			leaf := firstLeaf(ve)
@@ -172,11 +193,13 @@ func DecodeParams(method string, raw json.RawMessage, dst any) error {
 		}
 		return NewInvalidParamsError(err.Error(), &InvalidParamsErrorData{})
 	}
-	pruneToKnown(doc, dst)
-	doc = integralNumbers(doc)
-	clean, err := json.Marshal(doc)
-	if err != nil {
-		return NewInternalError(err.Error())
+	clean := []byte(raw)
+	if pruneToKnown(doc, dst) || rewriteIntegral(doc) {
+		// Members were dropped or numbers rewritten: decode the cleaned document. Otherwise the
+		// raw params already hold exactly what dst should get, and are decoded once more only.
+		if clean, err = json.Marshal(doc); err != nil {
+			return NewInternalError(err.Error())
+		}
 	}
 	if err := json.Unmarshal(clean, dst); err != nil {
 		// The schema check passed, so this is a value Go cannot hold; name the member, not Go.
@@ -205,29 +228,47 @@ func plainNumbers(msg string) string {
 	})
 }
 
-// integralNumbers rewrites numbers with an integer value written as 16.0 or 1.6e1 (integers
-// to JSON Schema) as plain integers, so they decode into Go integer fields.
-func integralNumbers(v any) any {
+// rewriteIntegral rewrites, in place, numbers with an integer value written as 16.0 or 1.6e1
+// (integers to JSON Schema) as plain integers, so they decode into Go integer fields. It reports
+// whether it changed anything.
+func rewriteIntegral(v any) bool {
+	changed := false
 	switch x := v.(type) {
 	case map[string]any:
 		for k, c := range x {
-			x[k] = integralNumbers(c)
+			if n, ok := c.(json.Number); ok {
+				if i, ok := integral(n); ok {
+					x[k], changed = i, true
+				}
+				continue
+			}
+			changed = rewriteIntegral(c) || changed
 		}
 	case []any:
 		for i, c := range x {
-			x[i] = integralNumbers(c)
-		}
-	case json.Number:
-		s := string(x)
-		if strings.ContainsAny(s, ".eE") {
-			if f, ok := new(big.Float).SetString(s); ok && f.IsInt() {
-				if i, acc := f.Int64(); acc == big.Exact {
-					return json.Number(strconv.FormatInt(i, 10))
+			if n, ok := c.(json.Number); ok {
+				if v, ok := integral(n); ok {
+					x[i], changed = v, true
 				}
+				continue
+			}
+			changed = rewriteIntegral(c) || changed
+		}
+	}
+	return changed
+}
+
+// integral returns n as a plain integer when it is written as 16.0 or 1.6e1.
+func integral(n json.Number) (json.Number, bool) {
+	s := string(n)
+	if strings.ContainsAny(s, ".eE") {
+		if f, ok := new(big.Float).SetString(s); ok && f.IsInt() {
+			if i, acc := f.Int64(); acc == big.Exact {
+				return json.Number(strconv.FormatInt(i, 10)), true
 			}
 		}
 	}
-	return v
+	return "", false
 }
 
 func firstLeaf(ve *jsonschema.ValidationError) *jsonschema.ValidationError {

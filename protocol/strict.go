@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // findDuplicate scans a JSON value and returns the JSON pointer of the first object that holds a
@@ -61,53 +62,70 @@ func escapePointer(s string) string {
 // pruneToKnown deletes, in place, every object member of v whose name is not exactly the JSON
 // name of a field of dst's Go type, so encoding/json's case-insensitive matching can never map
 // "SessionID" onto "sessionId". Members of interface-typed (union) and RawMessage fields are kept.
-func pruneToKnown(v any, dst any) {
-	prune(v, reflect.TypeOf(dst))
+// It reports whether it deleted anything.
+func pruneToKnown(v any, dst any) bool {
+	return prune(v, reflect.TypeOf(dst))
 }
 
 var rawMessageType = reflect.TypeOf(json.RawMessage(nil))
 
-func prune(v any, t reflect.Type) {
+// jsonFields caches each struct type's JSON member names and their types.
+var jsonFields sync.Map // reflect.Type → map[string]reflect.Type
+
+func fieldsOf(t reflect.Type) map[string]reflect.Type {
+	if f, ok := jsonFields.Load(t); ok {
+		return f.(map[string]reflect.Type)
+	}
+	fields := map[string]reflect.Type{}
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		name := strings.Split(f.Tag.Get("json"), ",")[0]
+		if name == "" || name == "-" {
+			continue
+		}
+		fields[name] = f.Type
+	}
+	jsonFields.Store(t, fields)
+	return fields
+}
+
+// prune deletes the members dst's type does not name exactly, and reports whether it did.
+func prune(v any, t reflect.Type) bool {
 	for t != nil && t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
 	if t == nil || t == rawMessageType {
-		return
+		return false
 	}
+	changed := false
 	switch t.Kind() {
 	case reflect.Struct:
 		obj, ok := v.(map[string]any)
 		if !ok {
-			return
+			return false
 		}
-		fields := map[string]reflect.Type{}
-		for i := 0; i < t.NumField(); i++ {
-			f := t.Field(i)
-			name := strings.Split(f.Tag.Get("json"), ",")[0]
-			if name == "" || name == "-" {
-				continue
-			}
-			fields[name] = f.Type
-		}
+		fields := fieldsOf(t)
 		for k, sub := range obj {
 			ft, ok := fields[k]
 			if !ok {
 				delete(obj, k)
+				changed = true
 				continue
 			}
-			prune(sub, ft)
+			changed = prune(sub, ft) || changed
 		}
 	case reflect.Slice, reflect.Array:
 		if arr, ok := v.([]any); ok {
 			for _, it := range arr {
-				prune(it, t.Elem())
+				changed = prune(it, t.Elem()) || changed
 			}
 		}
 	case reflect.Map:
 		if obj, ok := v.(map[string]any); ok {
 			for _, it := range obj {
-				prune(it, t.Elem())
+				changed = prune(it, t.Elem()) || changed
 			}
 		}
 	}
+	return changed
 }

@@ -1,23 +1,30 @@
 #!/usr/bin/env bash
-# Runs the benchmarks and prints, for each case, the time of every implementation as a ratio of the
-# baseline measured in the same run (sub-benchmarks named "<case>/<impl>" and "<case>/<x>-baseline").
+# `make bench`: the figures of docs/benchmarks.md. Each figure's candidate (the real server over
+# loopback, on a real Postgres) and its baseline (a raw coder/websocket server, or plain pgx) run
+# back to back in one process, BENCH_COUNT times (default 5); scripts/benchtable prints the
+# median ratio, min–max, target and verdict. BENCH_WRITE=1 also writes docs/benchmarks.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-out=$(go test -run '^$' -bench . -benchmem -count "${BENCH_COUNT:-3}" ./protocol/ ./server/ ./server/store/ 2>&1)
-echo "$out" | grep -E '^(Benchmark|ok|FAIL|---)' >&2 || true
-echo "$out" | awk '
-/^Benchmark/ {
-  name=$1; sub(/-[0-9]+$/, "", name)
-  for (i=1;i<=NF;i++) if ($(i+1)=="ns/op") { ns=$i }
-  n=split(name, parts, "/"); impl=parts[n]; group=substr(name, 1, length(name)-length(impl)-1)
-  sum[group SUBSEP impl]+=ns; cnt[group SUBSEP impl]++
-  if (impl ~ /-baseline$/) base[group]=impl; else if (!((group SUBSEP impl) in seen)) { seen[group SUBSEP impl]=1; impls[group]=impls[group] " " impl }
-}
-END {
-  for (g in base) {
-    b=sum[g SUBSEP base[g]]/cnt[g SUBSEP base[g]]
-    m=split(impls[g], list, " ")
-    for (i=1;i<=m;i++) { if (list[i]=="") continue; v=sum[g SUBSEP list[i]]/cnt[g SUBSEP list[i]]
-      printf "%-40s %-22s %6.2fx the time of %s (%.2fx faster)\n", g, list[i], v/b, base[g], b/v }
-  }
-}' | sort
+scripts/bootstrap.sh --server >/dev/null
+if [ -z "${DATABASE_URL:-}" ] && command -v pg_isready >/dev/null && pg_isready -q -h 127.0.0.1 -p 5432; then
+  export DATABASE_URL="postgres://root@127.0.0.1:5432/postgres?sslmode=disable"
+fi
+count=${BENCH_COUNT:-5}
+raw=$(mktemp)
+trap 'rm -f "$raw"' EXIT
+go test -run '^$' -bench '^BenchmarkFig' -count "$count" -timeout 30m ./e2e/bench/ ./server/store/ | tee "$raw" | grep -E '^(Benchmark|ok|FAIL|---)' >&2
+table=$(go run ./scripts/benchtable < "$raw")
+echo "$table"
+if [ "${BENCH_WRITE:-}" = "1" ]; then
+  {
+    echo "# Benchmarks"
+    echo
+    echo "Written by \`BENCH_WRITE=1 make bench\` (BENCH_COUNT=$count) on $(date -u +%Y-%m-%d), commit $(git rev-parse --short HEAD), $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs))."
+    echo "Each ratio is the candidate's figure against its baseline measured back to back in the same run;"
+    echo "throughput figures are candidate ÷ baseline in operations per second, times and sizes candidate ÷ baseline."
+    echo "How each figure is measured: \`e2e/bench/figures_test.go\`, \`server/store/fig_bench_test.go\`."
+    echo
+    echo "$table"
+  } > docs/benchmarks.md
+  echo "wrote docs/benchmarks.md" >&2
+fi

@@ -12,72 +12,47 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/zidane-server/zidane/server/agent/provider"
+	"github.com/zidane-server/zidane/server/agent/provider/providertest"
 )
 
-// turnOut is what one Stream call produced.
-type turnOut struct {
-	text, thinking string
-	pieces         []string
-	calls          []provider.ToolCall
-	kinds          []string
-	res            provider.Result
-	err            error
-}
-
-func stream(t *testing.T, p provider.Provider, req *provider.Request) turnOut {
+func stream(t *testing.T, p provider.Provider, req *provider.Request) providertest.Turn {
 	t.Helper()
-	var o turnOut
-	o.res, o.err = p.Stream(context.Background(), req, func(ev provider.Event) error {
-		switch e := ev.(type) {
-		case *provider.TextDelta:
-			o.text += e.Text
-			o.pieces = append(o.pieces, e.Text)
-			o.kinds = append(o.kinds, "text")
-		case *provider.ThinkingDelta:
-			o.thinking += e.Text
-			o.kinds = append(o.kinds, "thinking")
-		case *provider.ToolCallDone:
-			o.calls = append(o.calls, e.Call)
-			o.kinds = append(o.kinds, "tool")
-		}
-		return nil
-	})
-	return o
+	return providertest.Stream(context.Background(), p, req)
 }
 
 func TestClassicExchangeAndHistory(t *testing.T) {
 	p := New(Options{})
 	msgs := []provider.Message{{Role: provider.RoleUser, Text: "What is Go?"}}
 	o := stream(t, p, &provider.Request{Model: ModelName, Messages: msgs, Tools: []provider.Tool{LookupTool}})
-	require.NoError(t, o.err)
-	assert.Equal(t, []string{"Hello! ", "Let me ", "look that up."}, o.pieces, "the pieces of the classic greeting")
-	require.Len(t, o.calls, 1)
-	assert.Equal(t, "lookup", o.calls[0].Name)
-	assert.JSONEq(t, `{"query":"What is Go?"}`, string(o.calls[0].Arguments))
-	assert.Equal(t, provider.StopToolUse, o.res.Stop)
-	assert.True(t, o.res.Usage.Reported)
-	assert.Positive(t, o.res.Usage.InputTokens)
+	require.NoError(t, o.Err)
+	assert.Equal(t, []string{"Hello! ", "Let me ", "look that up."}, o.Pieces, "the pieces of the classic greeting")
+	require.Len(t, o.Calls, 1)
+	assert.Equal(t, "lookup", o.Calls[0].Name)
+	assert.JSONEq(t, `{"query":"What is Go?"}`, string(o.Calls[0].Arguments))
+	assert.Equal(t, provider.StopToolUse, o.Result.Stop)
+	assert.True(t, o.Result.Usage.Reported)
+	assert.Positive(t, o.Result.Usage.InputTokens)
 
 	result := Lookup("What is Go?")
 	assert.Equal(t, `3 word(s) in "What is Go?"; the scripted agent is ready.`, result)
 	msgs = append(msgs,
-		provider.Message{Role: provider.RoleAssistant, Text: o.text, ToolCalls: o.calls},
-		provider.Message{Role: provider.RoleTool, ToolCallID: o.calls[0].ID, ToolName: "lookup", Text: result})
+		provider.Message{Role: provider.RoleAssistant, Text: o.Text, ToolCalls: o.Calls},
+		provider.Message{Role: provider.RoleTool, ToolCallID: o.Calls[0].ID, ToolName: "lookup", Text: result})
 	o2 := stream(t, p, &provider.Request{Model: ModelName, Messages: msgs})
-	require.NoError(t, o2.err)
-	assert.Equal(t, "The lookup found: "+result, o2.text)
-	assert.Equal(t, provider.StopEndTurn, o2.res.Stop)
-	assert.Empty(t, o2.calls)
-	assert.Greater(t, o2.res.Usage.InputTokens, o.res.Usage.InputTokens, "it reads the whole conversation")
+	require.NoError(t, o2.Err)
+	assert.Equal(t, "The lookup found: "+result, o2.Text)
+	assert.Equal(t, provider.StopEndTurn, o2.Result.Stop)
+	assert.Empty(t, o2.Calls)
+	assert.Greater(t, o2.Result.Usage.InputTokens, o.Result.Usage.InputTokens, "it reads the whole conversation")
 
 	// A second prompt knows the first.
-	msgs = append(msgs, provider.Message{Role: provider.RoleAssistant, Text: o2.text}, provider.Message{Role: provider.RoleUser, Text: "And Rust?"})
+	msgs = append(msgs, provider.Message{Role: provider.RoleAssistant, Text: o2.Text}, provider.Message{Role: provider.RoleUser, Text: "And Rust?"})
 	o3 := stream(t, p, &provider.Request{Model: ModelName, Messages: msgs})
-	require.NoError(t, o3.err)
-	assert.Equal(t, `Hello again! Before, you asked: "What is Go?". Let me look that up.`, o3.text)
-	require.Len(t, o3.calls, 1)
-	assert.JSONEq(t, `{"query":"And Rust?"}`, string(o3.calls[0].Arguments))
-	assert.NotEqual(t, o.calls[0].ID, o3.calls[0].ID, "call ids are unique within a conversation")
+	require.NoError(t, o3.Err)
+	assert.Equal(t, `Hello again! Before, you asked: "What is Go?". Let me look that up.`, o3.Text)
+	require.Len(t, o3.Calls, 1)
+	assert.JSONEq(t, `{"query":"And Rust?"}`, string(o3.Calls[0].Arguments))
+	assert.NotEqual(t, o.Calls[0].ID, o3.Calls[0].ID, "call ids are unique within a conversation")
 }
 
 func TestScriptFileDrivesTurns(t *testing.T) {
@@ -95,49 +70,49 @@ func TestScriptFileDrivesTurns(t *testing.T) {
 	p := New(Options{Script: s})
 
 	o := stream(t, p, &provider.Request{Messages: []provider.Message{{Role: provider.RoleUser, Text: "go"}}})
-	require.NoError(t, o.err)
-	assert.Equal(t, []string{"thinking", "text", "text", "tool", "tool"}, o.kinds)
-	assert.Equal(t, "Plan it.", o.thinking)
-	assert.Equal(t, "write_file", o.calls[0].Name)
-	assert.Equal(t, "call_w", o.calls[0].ID)
-	assert.Equal(t, "ask_user", o.calls[1].Name)
-	assert.JSONEq(t, `{"prompt":"Which?","options":["a","b"]}`, string(o.calls[1].Arguments))
-	assert.Equal(t, provider.StopToolUse, o.res.Stop)
+	require.NoError(t, o.Err)
+	assert.Equal(t, []string{"thinking", "text", "text", "tool", "tool"}, o.Kinds)
+	assert.Equal(t, "Plan it.", o.Thinking)
+	assert.Equal(t, "write_file", o.Calls[0].Name)
+	assert.Equal(t, "call_w", o.Calls[0].ID)
+	assert.Equal(t, "ask_user", o.Calls[1].Name)
+	assert.JSONEq(t, `{"prompt":"Which?","options":["a","b"]}`, string(o.Calls[1].Arguments))
+	assert.Equal(t, provider.StopToolUse, o.Result.Stop)
 
-	msgs := []provider.Message{{Role: provider.RoleUser, Text: "go"}, {Role: provider.RoleAssistant, ToolCalls: o.calls},
-		{Role: provider.RoleTool, ToolCallID: "call_w", Text: "ok"}, {Role: provider.RoleTool, ToolCallID: o.calls[1].ID, Text: "a"}}
+	msgs := []provider.Message{{Role: provider.RoleUser, Text: "go"}, {Role: provider.RoleAssistant, ToolCalls: o.Calls},
+		{Role: provider.RoleTool, ToolCallID: "call_w", Text: "ok"}, {Role: provider.RoleTool, ToolCallID: o.Calls[1].ID, Text: "a"}}
 	o = stream(t, p, &provider.Request{Messages: msgs})
-	pe, ok := provider.AsError(o.err)
-	require.True(t, ok, "%v", o.err)
+	pe, ok := provider.AsError(o.Err)
+	require.True(t, ok, "%v", o.Err)
 	assert.Equal(t, provider.KindRetryable, pe.Kind)
 	assert.Equal(t, 2*time.Second, pe.RetryAfter)
 	assert.False(t, pe.Streamed)
 	o = stream(t, p, &provider.Request{Messages: msgs})
-	require.NoError(t, o.err, "times:1 fails only the first play")
-	assert.Equal(t, "Done.", o.text)
-	assert.Equal(t, provider.Usage{InputTokens: 120, OutputTokens: 4, Reported: true}, o.res.Usage)
+	require.NoError(t, o.Err, "times:1 fails only the first play")
+	assert.Equal(t, "Done.", o.Text)
+	assert.Equal(t, provider.Usage{InputTokens: 120, OutputTokens: 4, Reported: true}, o.Result.Usage)
 
 	msgs = append(msgs, provider.Message{Role: provider.RoleAssistant, Text: "Done."}, provider.Message{Role: provider.RoleUser, Text: "more"})
 	o = stream(t, p, &provider.Request{Messages: msgs})
-	require.NoError(t, o.err)
-	assert.Equal(t, provider.StopMaxTokens, o.res.Stop)
-	assert.Empty(t, o.calls, "a cut turn delivers no call")
-	assert.False(t, o.res.Usage.Reported)
+	require.NoError(t, o.Err)
+	assert.Equal(t, provider.StopMaxTokens, o.Result.Stop)
+	assert.Empty(t, o.Calls, "a cut turn delivers no call")
+	assert.False(t, o.Result.Usage.Reported)
 
 	msgs = append(msgs, provider.Message{Role: provider.RoleAssistant, Text: "cut"}, provider.Message{Role: provider.RoleUser, Text: "again"})
 	o = stream(t, p, &provider.Request{Messages: msgs})
-	require.NoError(t, o.err)
-	assert.Equal(t, "The script has no turn 4.", o.text)
+	require.NoError(t, o.Err)
+	assert.Equal(t, "The script has no turn 4.", o.Text)
 }
 
 func TestScriptErrorAfterTextIsStreamed(t *testing.T) {
 	s, err := Parse([]byte(`{"turns":[{"steps":[{"text":"Hel"},{"error":{"kind":"retryable","message":"Overloaded"}}]}]}`))
 	require.NoError(t, err)
 	o := stream(t, provider.WithRetry(New(Options{Script: s}), provider.DefaultRetry), &provider.Request{})
-	pe, ok := provider.AsError(o.err)
+	pe, ok := provider.AsError(o.Err)
 	require.True(t, ok)
 	assert.True(t, pe.Streamed)
-	assert.Equal(t, "Hel", o.text, "not retried after a token")
+	assert.Equal(t, "Hel", o.Text, "not retried after a token")
 }
 
 func TestScriptRejectsBadScripts(t *testing.T) {

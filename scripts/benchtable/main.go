@@ -1,0 +1,181 @@
+// Command benchtable reads `go test -bench Fig -count N` output on standard input and prints the
+// figures of the issue "Close to the wire" as one Markdown table: for each figure the candidate's
+// and the baseline's medians, the median ratio over the repetitions (repetition i of the candidate
+// against repetition i of its baseline, run back to back), the min–max ratio, the target and
+// pass/fail. It exits 0 whatever the verdicts; a figure whose benchmarks are missing says so.
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// figure compares metric of cand against baseMetric of base.
+type figure struct {
+	name       string
+	cand, base string // benchmark names without "Benchmark" and the -GOMAXPROCS suffix
+	metric     string // the candidate's unit, e.g. "ns/op", "p99-ns", "deliveries/s"
+	baseMetric string // the baseline's unit (default metric)
+	invert     bool   // ratio = base/cand (a time per op turned into a throughput ratio)
+	absolute   bool   // no baseline: the figure is the candidate's value itself
+	op         string // "<=" or ">="
+	target     float64
+	unit       string // how the candidate and baseline values are shown
+}
+
+var figures = []figure{
+	{name: "`$/ping` round trips/s, 1 connection", cand: "FigRoundTrip/ping-1conn/server", base: "FigRoundTrip/ping-1conn/echo-baseline", metric: "ns/op", invert: true, op: ">=", target: 0.7, unit: "µs/rt"},
+	{name: "`$/ping` p99, 1 connection", cand: "FigRoundTrip/ping-1conn/server", base: "FigRoundTrip/ping-1conn/echo-baseline", metric: "p99-ns", op: "<=", target: 2, unit: "µs"},
+	{name: "`$/ping` round trips/s, 8 connections", cand: "FigRoundTrip/ping-8conn/server", base: "FigRoundTrip/ping-8conn/echo-baseline", metric: "ns/op", invert: true, op: ">=", target: 0.8, unit: "µs/rt"},
+	{name: "`$/ping` p99, 8 connections", cand: "FigRoundTrip/ping-8conn/server", base: "FigRoundTrip/ping-8conn/echo-baseline", metric: "p99-ns", op: "<=", target: 2, unit: "µs"},
+	{name: "`daemon.info` round trips/s, 1 connection", cand: "FigRoundTrip/method-1conn/server", base: "FigRoundTrip/method-1conn/echo-baseline", metric: "ns/op", invert: true, op: ">=", target: 0.7, unit: "µs/rt"},
+	{name: "`daemon.info` p99, 1 connection", cand: "FigRoundTrip/method-1conn/server", base: "FigRoundTrip/method-1conn/echo-baseline", metric: "p99-ns", op: "<=", target: 2, unit: "µs"},
+	{name: "`daemon.info` round trips/s, 8 connections", cand: "FigRoundTrip/method-8conn/server", base: "FigRoundTrip/method-8conn/echo-baseline", metric: "ns/op", invert: true, op: ">=", target: 0.8, unit: "µs/rt"},
+	{name: "`daemon.info` p99, 8 connections", cand: "FigRoundTrip/method-8conn/server", base: "FigRoundTrip/method-8conn/echo-baseline", metric: "p99-ns", op: "<=", target: 2, unit: "µs"},
+	{name: "signals delivered/s, 1 session → 100 watchers", cand: "FigFanout/100watchers/server", base: "FigFanout/100watchers/broadcast-baseline", metric: "deliveries/s", op: ">=", target: 0.8, unit: "/s"},
+	{name: "server CPU per delivered signal, 100 watchers", cand: "FigFanout/100watchers/server", base: "FigFanout/100watchers/broadcast-baseline", metric: "cpu-ns/delivery", op: "<=", target: 1.3, unit: "µs"},
+	{name: "CPU per delivered signal, 100 watchers ÷ 1 watcher", cand: "FigFanout/100watchers/server", base: "FigFanout/1watchers/server", metric: "cpu-ns/delivery", op: "<=", target: 1.2, unit: "µs"},
+	{name: "`chat.send` → `run:start`, p50", cand: "FigSend/send/server", base: "FigSend/send/echo-baseline", metric: "start-p50-ns", baseMetric: "p50-ns", op: "<=", target: 3, unit: "µs"},
+	{name: "`chat.send` → first streamed piece, p50", cand: "FigSend/send/server", base: "FigSend/send/echo-baseline", metric: "first-p50-ns", baseMetric: "p50-ns", op: "<=", target: 5, unit: "µs"},
+	{name: "`sessions.resume` of 2000 signals, connect included", cand: "FigResume/2000signals/server", base: "FigResume/2000signals/raw-baseline", metric: "ns/op", op: "<=", target: 3, unit: "µs"},
+	{name: "slow consumer: deliveries/s of the other 99", cand: "FigSlowConsumer/99of100/server-one-slow", base: "FigSlowConsumer/99of100/all-reading-baseline", metric: "deliveries/s", op: ">=", target: 0.95, unit: "/s"},
+	{name: "transcript rows/s through the append path", cand: "FigPersist/1000rows/server", base: "FigPersist/1000rows/copyfrom-baseline", metric: "ns/op", invert: true, op: ">=", target: 0.5, unit: "µs/1000 rows"},
+	{name: "fan-out with persistence on ÷ off", cand: "FigFanoutPersist/100watchers/server", base: "FigFanoutPersist/100watchers/no-persist-baseline", metric: "deliveries/s", op: ">=", target: 0.9, unit: "/s"},
+	{name: "200-turn page of a 10,000-turn session", cand: "FigPaging/200of10000turns/server", base: "FigPaging/200of10000turns/pgx-baseline", metric: "ns/op", op: "<=", target: 2, unit: "µs"},
+	{name: "RSS per idle handshaken connection (5000)", cand: "FigIdle/5000conns/server", base: "FigIdle/5000conns/raw-baseline", metric: "KiB/conn", op: "<=", target: 1.3, unit: "KiB"},
+	{name: "goroutines per idle connection", cand: "FigIdle/5000conns/server", metric: "goroutines/conn", absolute: true, op: "<=", target: 2},
+	{name: "goroutines left after 10,000 connections", cand: "FigIdle/churn10000/server", metric: "leaked-goroutines", absolute: true, op: "<=", target: 0},
+	{name: "file descriptors left after 10,000 connections", cand: "FigIdle/churn10000/server", metric: "leaked-fds", absolute: true, op: "<=", target: 0},
+}
+
+var suffix = regexp.MustCompile(`-\d+$`)
+
+func main() {
+	// runs[name] is one map of metric → value per repetition, in output order.
+	runs := map[string][]map[string]float64{}
+	sc := bufio.NewScanner(os.Stdin)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 4 || !strings.HasPrefix(f[0], "Benchmark") {
+			continue
+		}
+		name := suffix.ReplaceAllString(strings.TrimPrefix(f[0], "Benchmark"), "")
+		m := map[string]float64{}
+		for i := 2; i+1 < len(f); i += 2 {
+			if v, err := strconv.ParseFloat(f[i], 64); err == nil {
+				m[f[i+1]] = v
+			}
+		}
+		runs[name] = append(runs[name], m)
+	}
+	fmt.Println("| figure | candidate (median) | baseline (median) | ratio (median) | ratio (min–max) | target | verdict |")
+	fmt.Println("|---|---|---|---|---|---|---|")
+	failed := 0
+	for _, fg := range figures {
+		c := values(runs[fg.cand], fg.metric)
+		if fg.absolute {
+			if len(c) == 0 {
+				fmt.Printf("| %s | not measured | | | | %s %g | — |\n", fg.name, fg.op, fg.target)
+				continue
+			}
+			med := median(c)
+			ok := pass(med, fg.op, fg.target)
+			if !ok {
+				failed++
+			}
+			fmt.Printf("| %s | %.3g | (absolute) | %.3g | %.3g–%.3g | %s %g | %s |\n", fg.name, med, med, minOf(c), maxOf(c), fg.op, fg.target, verdict(ok))
+			continue
+		}
+		bm := fg.baseMetric
+		if bm == "" {
+			bm = fg.metric
+		}
+		bv := values(runs[fg.base], bm)
+		n := min(len(c), len(bv))
+		if n == 0 {
+			fmt.Printf("| %s | not measured | not measured | | | %s %g | — |\n", fg.name, fg.op, fg.target)
+			continue
+		}
+		var ratios []float64
+		for i := 0; i < n; i++ {
+			r := c[i] / bv[i]
+			if fg.invert {
+				r = bv[i] / c[i]
+			}
+			ratios = append(ratios, r)
+		}
+		med := median(ratios)
+		ok := pass(med, fg.op, fg.target)
+		if !ok {
+			failed++
+		}
+		fmt.Printf("| %s | %s | %s | %.2f× | %.2f–%.2f× | %s %g× | %s |\n", fg.name, show(median(c[:n]), fg), show(median(bv[:n]), fg), med, minOf(ratios), maxOf(ratios), fg.op, fg.target, verdict(ok))
+	}
+	fmt.Printf("\n%d of %d figures miss their target.\n", failed, len(figures))
+}
+
+func values(rs []map[string]float64, metric string) []float64 {
+	var out []float64
+	for _, r := range rs {
+		if v, ok := r[metric]; ok {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+func show(v float64, fg figure) string {
+	switch {
+	case strings.HasPrefix(fg.unit, "µs"):
+		return fmt.Sprintf("%.1f %s", v/1000, fg.unit)
+	case fg.unit == "/s":
+		return fmt.Sprintf("%.0f/s", v)
+	default:
+		return fmt.Sprintf("%.3g %s", v, fg.unit)
+	}
+}
+
+func pass(v float64, op string, target float64) bool {
+	if op == ">=" {
+		return v >= target
+	}
+	return v <= target
+}
+
+func verdict(ok bool) string {
+	if ok {
+		return "pass"
+	}
+	return "**fail**"
+}
+
+func median(v []float64) float64 {
+	s := append([]float64(nil), v...)
+	sort.Float64s(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func minOf(v []float64) float64 {
+	m := v[0]
+	for _, x := range v {
+		m = min(m, x)
+	}
+	return m
+}
+
+func maxOf(v []float64) float64 {
+	m := v[0]
+	for _, x := range v {
+		m = max(m, x)
+	}
+	return m
+}
