@@ -36,6 +36,7 @@ type conn struct {
 	queue    [][]byte
 	qbytes   int
 	qwake    chan struct{}
+	qroom    chan struct{} // signalled after each written frame (flow control: waitRoom)
 	closing  bool
 	closeErr error
 	wg       sync.WaitGroup
@@ -62,6 +63,7 @@ func (s *Server) serveConn(ws *websocket.Conn, tok store.Token) {
 		cancel: cancel,
 		sem:    make(chan struct{}, s.cfg.Limits.ConcurrentRequests),
 		qwake:  make(chan struct{}, 1),
+		qroom:  make(chan struct{}, 1),
 	}
 	c.ctx = context.WithValue(ctx, connKey{}, c)
 	ws.SetReadLimit(s.cfg.Limits.MaxMessageBytes)
@@ -140,22 +142,18 @@ func (c *conn) handleFrame(data []byte) {
 		}
 		if !c.helloed.Load() || isHello(req) {
 			// Until the handshake completes, frames run strictly in arrival order (field case B12).
-			if resp := c.run(req); resp != nil {
-				c.send(resp)
-			}
+			c.answer(req)
 			return
 		}
-		c.spawn(func() {
-			if resp := c.run(req); resp != nil {
-				c.send(resp)
-			}
-		})
+		c.spawn(func() { c.answer(req) })
 		return
 	}
 	// A batch: members may run in any order; the answers go out as one array (JSON-RPC §6).
 	// Before the handshake it runs inline, so frames stay in arrival order (field case B12).
 	c.spawnOrRun(!c.helloed.Load(), func() {
 		var out [][]byte
+		var after []func()
+		defer func() { runAfter(after) }()
 		total, limit := 2, c.srv.cfg.Limits.MaxMessageBytes
 		add := func(id protocol.ID, resp []byte) {
 			if int64(total+len(resp)+1) > limit {
@@ -179,7 +177,7 @@ func (c *conn) handleFrame(data []byte) {
 				}
 				continue
 			}
-			if resp := c.run(it.Req); resp != nil {
+			if resp := c.run(it.Req, &after); resp != nil {
 				add(it.Req.ID, resp)
 			}
 		}
@@ -215,9 +213,38 @@ func (c *conn) spawn(fn func()) {
 	}()
 }
 
-// run executes one request and returns the encoded answer, or nil for a notification.
-func (c *conn) run(req *protocol.Request) []byte {
-	res, err := c.call(req)
+// answer runs one request, queues its answer, then runs the request's afterAnswer hooks.
+func (c *conn) answer(req *protocol.Request) {
+	var after []func()
+	if resp := c.run(req, &after); resp != nil {
+		c.send(resp)
+	}
+	runAfter(after)
+}
+
+func runAfter(fns []func()) {
+	for _, fn := range fns {
+		fn()
+	}
+}
+
+type afterKey struct{}
+
+// afterAnswer runs fn once the answer to the request that ctx belongs to is queued (or at once
+// outside a request): work a handler starts can signal only after the client has its answer,
+// so a client always knows an id (a clone's, a terminal's) before a signal names it.
+func afterAnswer(ctx context.Context, fn func()) {
+	if h, ok := ctx.Value(afterKey{}).(*[]func()); ok && h != nil {
+		*h = append(*h, fn)
+		return
+	}
+	fn()
+}
+
+// run executes one request and returns the encoded answer, or nil for a notification. The
+// handler's afterAnswer hooks are appended to after.
+func (c *conn) run(req *protocol.Request, after *[]func()) []byte {
+	res, err := c.call(req, after)
 	c.srv.metrics.observe(req.Method, err)
 	if req.IsNotification() {
 		return nil
@@ -236,7 +263,7 @@ func (c *conn) run(req *protocol.Request) []byte {
 	return b
 }
 
-func (c *conn) call(req *protocol.Request) (res any, err error) {
+func (c *conn) call(req *protocol.Request, after *[]func()) (res any, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			c.log.Error("handler panic", "method", req.Method, "panic", r)
@@ -255,6 +282,7 @@ func (c *conn) call(req *protocol.Request) (res any, err error) {
 	}
 	ctx, cancel := context.WithTimeout(c.ctx, c.srv.cfg.Limits.RequestTimeout)
 	defer cancel()
+	ctx = context.WithValue(ctx, afterKey{}, after)
 	return protocol.Dispatch(ctx, c.srv.handlers, c.scope, req.Method, req.Params)
 }
 
@@ -332,12 +360,44 @@ func (c *conn) writeLoop() {
 		c.qmu.Lock()
 		c.qbytes -= len(frame)
 		c.qmu.Unlock()
+		select {
+		case c.qroom <- struct{}{}:
+		default:
+		}
 		if err != nil {
 			// coder/websocket has already torn the connection down (write deadline passed or
 			// the socket closed); close records the state and cancels the handlers.
 			c.setCloseErr(err)
 			go c.closeBroken()
 			return
+		}
+	}
+}
+
+// waitRoom blocks until the send queue is at most half full (in messages and bytes), the
+// connection closes, or ctx ends; it reports whether there is room. A producer that can pause
+// (a terminal's output) waits here instead of filling the queue, which would close the
+// connection with 1013.
+func (c *conn) waitRoom(ctx context.Context) bool {
+	lim := c.srv.cfg.Limits
+	for {
+		c.qmu.Lock()
+		closing := c.closing
+		room := len(c.queue) <= lim.SendQueueMessages/2 && c.qbytes <= lim.SendQueueBytes/2
+		c.qmu.Unlock()
+		if closing {
+			return false
+		}
+		if room {
+			return true
+		}
+		select {
+		case <-c.qroom:
+		case <-c.ctx.Done():
+			return false
+		case <-ctx.Done():
+			return false
+		case <-time.After(100 * time.Millisecond):
 		}
 	}
 }
