@@ -32,11 +32,14 @@ type conn struct {
 	helloed atomic.Bool
 	sem     chan struct{} // bounds concurrent requests
 
-	qmu      sync.Mutex
-	queue    [][]byte
-	qbytes   int
-	qwake    chan struct{}
-	qroom    chan struct{} // signalled after each written frame (flow control: waitRoom)
+	qmu       sync.Mutex
+	queue     [][]byte
+	qbytes    int
+	qwake     chan struct{}
+	qroom     chan struct{} // signalled after each written batch (flow control: waitRoom)
+	pingTimer *time.Timer   // fires ping every Limits.PingInterval
+
+	writing  bool // a frame is being written (by the writer or by send); guarded by qmu
 	closing  bool
 	closeErr error
 	wg       sync.WaitGroup
@@ -72,7 +75,8 @@ func (s *Server) serveConn(ws *websocket.Conn, tok store.Token) {
 	c.log.Debug("connected")
 	writerDone := make(chan struct{})
 	go func() { defer close(writerDone); c.writeLoop() }()
-	go c.keepalive()
+	c.pingTimer = time.AfterFunc(time.Hour, c.ping) // armed below, once c.pingTimer is set
+	c.pingTimer.Reset(s.cfg.Limits.PingInterval)
 	helloTimer := time.AfterFunc(s.cfg.Limits.HelloTimeout, func() {
 		if !c.helloed.Load() {
 			c.close(websocket.StatusPolicyViolation, "no ipc.hello within the handshake timeout")
@@ -80,6 +84,7 @@ func (s *Server) serveConn(ws *websocket.Conn, tok store.Token) {
 	})
 	c.readLoop()
 	helloTimer.Stop()
+	c.pingTimer.Stop()
 	s.hub.remove(c)
 	cancel()
 	c.wg.Wait()
@@ -294,15 +299,45 @@ func toRPCError(err error) *protocol.Error {
 	return protocol.NewHandlerFailedError(err.Error())
 }
 
-// send queues a response; it never blocks. A full queue closes the connection with 1013.
-func (c *conn) send(frame []byte) { c.enqueue(frame) }
-
-// sendSignal queues a signal frame shared by every connection (encoded once by the hub).
-func (c *conn) sendSignal(frame []byte) { c.enqueue(frame) }
-
-func (c *conn) enqueue(frame []byte) {
-	lim := c.srv.cfg.Limits
+// send writes a response. When nothing is queued or being written it writes from the calling
+// goroutine (the handler's), which saves a goroutine handoff per request (the `$/ping` figure of
+// docs/benchmarks.md); otherwise it queues the frame behind the others. Either way frames leave
+// in the order they reached the queue lock, so wire order is queue order (field case B17).
+func (c *conn) send(frame []byte) {
 	c.qmu.Lock()
+	if c.closing || len(c.queue) > 0 || c.writing {
+		c.enqueueLocked(frame) // unlocks
+		return
+	}
+	c.writing = true
+	c.qbytes += len(frame)
+	c.qmu.Unlock()
+	err := c.write([][]byte{frame})
+	c.qmu.Lock()
+	c.writing = false
+	c.qbytes -= len(frame)
+	more := len(c.queue) > 0
+	c.qmu.Unlock()
+	if err != nil {
+		c.writeFailed(err)
+		return
+	}
+	if more {
+		c.wakeWriter()
+	}
+}
+
+// sendSignal queues a signal frame shared by every connection (encoded once by the hub). It never
+// blocks: the hub fans out without waiting on any connection's socket.
+func (c *conn) sendSignal(frame []byte) {
+	c.qmu.Lock()
+	c.enqueueLocked(frame)
+}
+
+// enqueueLocked queues a frame for the writer; the caller holds qmu, which it releases. A full
+// queue closes the connection with 1013.
+func (c *conn) enqueueLocked(frame []byte) {
+	lim := c.srv.cfg.Limits
 	if c.closing {
 		c.qmu.Unlock()
 		return
@@ -317,17 +352,49 @@ func (c *conn) enqueue(frame []byte) {
 	}
 	c.queue = append(c.queue, frame)
 	c.qbytes += len(frame)
+	writing := c.writing
 	c.qmu.Unlock()
+	if !writing {
+		c.wakeWriter()
+	}
+}
+
+func (c *conn) wakeWriter() {
 	select {
 	case c.qwake <- struct{}{}:
 	default:
 	}
 }
 
-// writeLoop is the connection's only writer (field case B17): it writes queued frames in order,
-// one at a time, each bounded by Limits.WriteTimeout. A frame counts against the queue's byte
-// limit until it is written. Once the connection is closing it writes no more data.
+// maxWriteBatch bounds the frames the writer takes from the queue at once (one write deadline
+// covers a batch; see write).
+const maxWriteBatch = 64
+
+// write writes frames in order under one deadline of Limits.WriteTimeout for the batch: one
+// context and timer per batch instead of per frame.
+func (c *conn) write(frames [][]byte) error {
+	ctx, cancel := context.WithTimeout(context.Background(), c.srv.cfg.Limits.WriteTimeout)
+	defer cancel()
+	for _, f := range frames {
+		if err := c.ws.Write(ctx, websocket.MessageText, f); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeFailed ends a connection whose write failed: coder/websocket has already torn it down (the
+// deadline passed or the socket closed); closeBroken records the state and cancels the handlers.
+func (c *conn) writeFailed(err error) {
+	c.setCloseErr(err)
+	go c.closeBroken()
+}
+
+// writeLoop is the connection's queue writer: it writes queued frames in order, a batch at a
+// time, while no response is being written directly (send). A frame counts against the queue's
+// byte limit until it is written. Once the connection is closing it writes no more data.
 func (c *conn) writeLoop() {
+	var batch [][]byte
 	for {
 		c.qmu.Lock()
 		if c.closing {
@@ -335,40 +402,46 @@ func (c *conn) writeLoop() {
 			c.qmu.Unlock()
 			return
 		}
-		if len(c.queue) == 0 {
+		if len(c.queue) == 0 || c.writing {
+			empty := len(c.queue) == 0
 			c.qmu.Unlock()
 			select {
 			case <-c.qwake:
 				continue
 			case <-c.ctx.Done():
-				c.qmu.Lock()
-				empty := len(c.queue) == 0
-				c.qmu.Unlock()
 				if empty {
 					return
+				}
+				// Drain what is queued (a graceful close sends it first), then stop.
+				select {
+				case <-c.qwake:
+				case <-time.After(10 * time.Millisecond):
 				}
 				continue
 			}
 		}
-		frame := c.queue[0]
-		c.queue[0] = nil
-		c.queue = c.queue[1:]
+		n := min(len(c.queue), maxWriteBatch)
+		batch = append(batch[:0], c.queue[:n]...)
+		clear(c.queue[:n])
+		c.queue = c.queue[n:]
+		c.writing = true
 		c.qmu.Unlock()
-		ctx, cancel := context.WithTimeout(context.Background(), c.srv.cfg.Limits.WriteTimeout)
-		err := c.ws.Write(ctx, websocket.MessageText, frame)
-		cancel()
+		err := c.write(batch)
+		size := 0
+		for i, f := range batch {
+			size += len(f)
+			batch[i] = nil
+		}
 		c.qmu.Lock()
-		c.qbytes -= len(frame)
+		c.qbytes -= size
+		c.writing = false
 		c.qmu.Unlock()
 		select {
 		case c.qroom <- struct{}{}:
 		default:
 		}
 		if err != nil {
-			// coder/websocket has already torn the connection down (write deadline passed or
-			// the socket closed); close records the state and cancels the handlers.
-			c.setCloseErr(err)
-			go c.closeBroken()
+			c.writeFailed(err)
 			return
 		}
 	}
@@ -402,25 +475,27 @@ func (c *conn) waitRoom(ctx context.Context) bool {
 	}
 }
 
-func (c *conn) keepalive() {
-	t := time.NewTicker(c.srv.cfg.Limits.PingInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-c.ctx.Done():
-			return
-		case <-t.C:
-			// Not derived from c.ctx: a cancelled write context makes coder/websocket drop the
-			// TCP connection at once, before close can send its close frame.
-			ctx, cancel := context.WithTimeout(context.Background(), c.srv.cfg.Limits.PongTimeout)
-			err := c.ws.Ping(ctx)
-			cancel()
-			if err != nil && c.ctx.Err() == nil {
-				c.close(websocket.StatusPolicyViolation, "no pong within the timeout")
-				return
-			}
-		}
+// ping runs when the connection's ping timer fires (every Limits.PingInterval): it pings, waits
+// for the pong (at most Limits.PongTimeout) and re-arms the timer. A timer instead of a keepalive
+// goroutine: an idle connection holds two goroutines, its reader and its writer (the idle-memory
+// figure of docs/benchmarks.md).
+func (c *conn) ping() {
+	if c.ctx.Err() != nil {
+		return
 	}
+	// Not derived from c.ctx: a cancelled write context makes coder/websocket drop the TCP
+	// connection at once, before close can send its close frame.
+	ctx, cancel := context.WithTimeout(context.Background(), c.srv.cfg.Limits.PongTimeout)
+	err := c.ws.Ping(ctx)
+	cancel()
+	if c.ctx.Err() != nil {
+		return
+	}
+	if err != nil {
+		c.close(websocket.StatusPolicyViolation, "no pong within the timeout")
+		return
+	}
+	c.pingTimer.Reset(c.srv.cfg.Limits.PingInterval)
 }
 
 func (c *conn) setCloseErr(err error) {

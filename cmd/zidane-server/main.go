@@ -34,9 +34,12 @@ import (
 	"github.com/zidane-server/zidane/protocol"
 	"github.com/zidane-server/zidane/server"
 	"github.com/zidane-server/zidane/server/store"
+	"github.com/zidane-server/zidane/server/workspace/sandbox"
 )
 
 func main() {
+	// A sandboxed command re-executes this binary as its launcher; that run ends here.
+	sandbox.Main()
 	if err := rootCmd().Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "zidane-server:", err)
 		os.Exit(1)
