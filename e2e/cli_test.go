@@ -306,3 +306,43 @@ func TestCLITokenRefusedSaysHowToMint(t *testing.T) {
 	assert.Equal(t, 0, code)
 	assert.Regexp(t, `^zidane \S+ \(protocol \d+, min \d+, schema [0-9a-f]{12}\)\n$`, out)
 }
+
+// TestCLIServerKilledMidRun: the server is killed while the CLI's run streams and a new server
+// process takes its place; the CLI reconnects, its resume answers epoch, and from the reloaded
+// transcript it tells that the run did not finish instead of waiting for a run:end that cannot
+// come.
+func TestCLIServerKilledMidRun(t *testing.T) {
+	db, data, root := storetest.URL(t), t.TempDir(), t.TempDir()
+	s1 := startServer(t, serverOpts{dbURL: db, dataDir: data, root: root, extra: []string{"--scripted-step-delay", "300ms"}})
+	tok := s1.mintToken("killed", "chat")
+	px := clienttest.Start(t, s1.addr)
+	cli := startCLI(t, px.URL(), tok, "-c", "Outlive me.")
+	require.Eventually(t, func() bool { return strings.Contains(cli.stdout.String(), "Hello! ") }, waitTimeout, 5*time.Millisecond)
+	require.NoError(t, s1.cmd.Process.Kill())
+	<-s1.done
+	s1.stopped = true
+	s2 := startServer(t, serverOpts{dbURL: db, dataDir: data, root: root})
+	px.SetTarget(s2.addr)
+	assert.Equal(t, 1, cli.wait(waitTimeout))
+	assert.Contains(t, cli.stderr.String(), "reloaded the transcript")
+	assert.Contains(t, cli.stderr.String(), "the server restarted while the run was going on; the run did not finish")
+	assert.Equal(t, 1, strings.Count(cli.stdout.String(), "Hello! "), "nothing printed twice")
+}
+
+// TestClientCase_C12_RevokedTokenStopsTheCLI: revoking the CLI's token while its run streams
+// closes its connection (1008); the CLI says the token was refused and how to mint one, and
+// does not retry.
+func TestClientCase_C12_RevokedTokenStopsTheCLI(t *testing.T) {
+	s := startServer(t, serverOpts{dbURL: storetest.URL(t), extra: []string{"--scripted-step-delay", "300ms"}})
+	admin := dial(t, s, s.mintToken("ops", "admin"))
+	admin.hello()
+	px := clienttest.Start(t, s.addr)
+	cli := startCLI(t, px.URL(), s.mintToken("doomed", "chat"), "-c", "Revoke me.")
+	require.Eventually(t, func() bool { return strings.Contains(cli.stdout.String(), "Hello! ") }, waitTimeout, 5*time.Millisecond)
+	admin.result("tokens.revoke", map[string]any{"name": "doomed"}, nil)
+	assert.Equal(t, 1, cli.wait(waitTimeout))
+	assert.Contains(t, cli.stderr.String(), "the server refused the token (401)")
+	assert.Contains(t, cli.stderr.String(), "zidane-server token create --name cli --scope chat")
+	assert.NotContains(t, cli.stderr.String(), "reconnecting")
+	assert.Equal(t, 1, px.Accepted(), "no retry after a revocation")
+}
