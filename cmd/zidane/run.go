@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -67,8 +68,22 @@ func explain(t target, err error) string {
 	return err.Error()
 }
 
+// lockedWriter serializes writes: the connection's state notes and the cancel write to stderr
+// from their own goroutines.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(b)
+}
+
 // runPrompt sends the prompt and prints its run; it returns the exit code.
 func runPrompt(o promptOptions, stdout, stderr io.Writer) int {
+	stderr = &lockedWriter{w: stderr}
 	t, code := resolveTarget(o, stderr)
 	if code != exitOK {
 		return code
