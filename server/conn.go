@@ -32,10 +32,14 @@ type conn struct {
 	helloed atomic.Bool
 	sem     chan struct{} // bounds concurrent requests
 
-	qmu      sync.Mutex
-	queue    [][]byte
-	qbytes   int
-	qwake    chan struct{}
+	qmu       sync.Mutex
+	queue     [][]byte
+	qbytes    int
+	qwake     chan struct{}
+	qroom     chan struct{} // signalled after each written batch (flow control: waitRoom)
+	pingTimer *time.Timer   // fires ping every Limits.PingInterval
+
+	writing  bool // a frame is being written (by the writer or by send); guarded by qmu
 	closing  bool
 	closeErr error
 	wg       sync.WaitGroup
@@ -62,6 +66,7 @@ func (s *Server) serveConn(ws *websocket.Conn, tok store.Token) {
 		cancel: cancel,
 		sem:    make(chan struct{}, s.cfg.Limits.ConcurrentRequests),
 		qwake:  make(chan struct{}, 1),
+		qroom:  make(chan struct{}, 1),
 	}
 	c.ctx = context.WithValue(ctx, connKey{}, c)
 	ws.SetReadLimit(s.cfg.Limits.MaxMessageBytes)
@@ -70,7 +75,8 @@ func (s *Server) serveConn(ws *websocket.Conn, tok store.Token) {
 	c.log.Debug("connected")
 	writerDone := make(chan struct{})
 	go func() { defer close(writerDone); c.writeLoop() }()
-	go c.keepalive()
+	c.pingTimer = time.AfterFunc(time.Hour, c.ping) // armed below, once c.pingTimer is set
+	c.pingTimer.Reset(s.cfg.Limits.PingInterval)
 	helloTimer := time.AfterFunc(s.cfg.Limits.HelloTimeout, func() {
 		if !c.helloed.Load() {
 			c.close(websocket.StatusPolicyViolation, "no ipc.hello within the handshake timeout")
@@ -78,6 +84,7 @@ func (s *Server) serveConn(ws *websocket.Conn, tok store.Token) {
 	})
 	c.readLoop()
 	helloTimer.Stop()
+	c.pingTimer.Stop()
 	s.hub.remove(c)
 	cancel()
 	c.wg.Wait()
@@ -140,22 +147,18 @@ func (c *conn) handleFrame(data []byte) {
 		}
 		if !c.helloed.Load() || isHello(req) {
 			// Until the handshake completes, frames run strictly in arrival order (field case B12).
-			if resp := c.run(req); resp != nil {
-				c.send(resp)
-			}
+			c.answer(req)
 			return
 		}
-		c.spawn(func() {
-			if resp := c.run(req); resp != nil {
-				c.send(resp)
-			}
-		})
+		c.spawn(func() { c.answer(req) })
 		return
 	}
 	// A batch: members may run in any order; the answers go out as one array (JSON-RPC §6).
 	// Before the handshake it runs inline, so frames stay in arrival order (field case B12).
 	c.spawnOrRun(!c.helloed.Load(), func() {
 		var out [][]byte
+		var after []func()
+		defer func() { runAfter(after) }()
 		total, limit := 2, c.srv.cfg.Limits.MaxMessageBytes
 		add := func(id protocol.ID, resp []byte) {
 			if int64(total+len(resp)+1) > limit {
@@ -179,7 +182,7 @@ func (c *conn) handleFrame(data []byte) {
 				}
 				continue
 			}
-			if resp := c.run(it.Req); resp != nil {
+			if resp := c.run(it.Req, &after); resp != nil {
 				add(it.Req.ID, resp)
 			}
 		}
@@ -215,9 +218,38 @@ func (c *conn) spawn(fn func()) {
 	}()
 }
 
-// run executes one request and returns the encoded answer, or nil for a notification.
-func (c *conn) run(req *protocol.Request) []byte {
-	res, err := c.call(req)
+// answer runs one request, queues its answer, then runs the request's afterAnswer hooks.
+func (c *conn) answer(req *protocol.Request) {
+	var after []func()
+	if resp := c.run(req, &after); resp != nil {
+		c.send(resp)
+	}
+	runAfter(after)
+}
+
+func runAfter(fns []func()) {
+	for _, fn := range fns {
+		fn()
+	}
+}
+
+type afterKey struct{}
+
+// afterAnswer runs fn once the answer to the request that ctx belongs to is queued (or at once
+// outside a request): work a handler starts can signal only after the client has its answer,
+// so a client always knows an id (a clone's, a terminal's) before a signal names it.
+func afterAnswer(ctx context.Context, fn func()) {
+	if h, ok := ctx.Value(afterKey{}).(*[]func()); ok && h != nil {
+		*h = append(*h, fn)
+		return
+	}
+	fn()
+}
+
+// run executes one request and returns the encoded answer, or nil for a notification. The
+// handler's afterAnswer hooks are appended to after.
+func (c *conn) run(req *protocol.Request, after *[]func()) []byte {
+	res, err := c.call(req, after)
 	c.srv.metrics.observe(req.Method, err)
 	if req.IsNotification() {
 		return nil
@@ -236,7 +268,7 @@ func (c *conn) run(req *protocol.Request) []byte {
 	return b
 }
 
-func (c *conn) call(req *protocol.Request) (res any, err error) {
+func (c *conn) call(req *protocol.Request, after *[]func()) (res any, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			c.log.Error("handler panic", "method", req.Method, "panic", r)
@@ -255,6 +287,7 @@ func (c *conn) call(req *protocol.Request) (res any, err error) {
 	}
 	ctx, cancel := context.WithTimeout(c.ctx, c.srv.cfg.Limits.RequestTimeout)
 	defer cancel()
+	ctx = context.WithValue(ctx, afterKey{}, after)
 	return protocol.Dispatch(ctx, c.srv.handlers, c.scope, req.Method, req.Params)
 }
 
@@ -266,15 +299,45 @@ func toRPCError(err error) *protocol.Error {
 	return protocol.NewHandlerFailedError(err.Error())
 }
 
-// send queues a response; it never blocks. A full queue closes the connection with 1013.
-func (c *conn) send(frame []byte) { c.enqueue(frame) }
-
-// sendSignal queues a signal frame shared by every connection (encoded once by the hub).
-func (c *conn) sendSignal(frame []byte) { c.enqueue(frame) }
-
-func (c *conn) enqueue(frame []byte) {
-	lim := c.srv.cfg.Limits
+// send writes a response. When nothing is queued or being written it writes from the calling
+// goroutine (the handler's), which saves a goroutine handoff per request (the `$/ping` figure of
+// docs/benchmarks.md); otherwise it queues the frame behind the others. Either way frames leave
+// in the order they reached the queue lock, so wire order is queue order (field case B17).
+func (c *conn) send(frame []byte) {
 	c.qmu.Lock()
+	if c.closing || len(c.queue) > 0 || c.writing {
+		c.enqueueLocked(frame) // unlocks
+		return
+	}
+	c.writing = true
+	c.qbytes += len(frame)
+	c.qmu.Unlock()
+	err := c.write([][]byte{frame})
+	c.qmu.Lock()
+	c.writing = false
+	c.qbytes -= len(frame)
+	more := len(c.queue) > 0
+	c.qmu.Unlock()
+	if err != nil {
+		c.writeFailed(err)
+		return
+	}
+	if more {
+		c.wakeWriter()
+	}
+}
+
+// sendSignal queues a signal frame shared by every connection (encoded once by the hub). It never
+// blocks: the hub fans out without waiting on any connection's socket.
+func (c *conn) sendSignal(frame []byte) {
+	c.qmu.Lock()
+	c.enqueueLocked(frame)
+}
+
+// enqueueLocked queues a frame for the writer; the caller holds qmu, which it releases. A full
+// queue closes the connection with 1013.
+func (c *conn) enqueueLocked(frame []byte) {
+	lim := c.srv.cfg.Limits
 	if c.closing {
 		c.qmu.Unlock()
 		return
@@ -289,17 +352,49 @@ func (c *conn) enqueue(frame []byte) {
 	}
 	c.queue = append(c.queue, frame)
 	c.qbytes += len(frame)
+	writing := c.writing
 	c.qmu.Unlock()
+	if !writing {
+		c.wakeWriter()
+	}
+}
+
+func (c *conn) wakeWriter() {
 	select {
 	case c.qwake <- struct{}{}:
 	default:
 	}
 }
 
-// writeLoop is the connection's only writer (field case B17): it writes queued frames in order,
-// one at a time, each bounded by Limits.WriteTimeout. A frame counts against the queue's byte
-// limit until it is written. Once the connection is closing it writes no more data.
+// maxWriteBatch bounds the frames the writer takes from the queue at once (one write deadline
+// covers a batch; see write).
+const maxWriteBatch = 64
+
+// write writes frames in order under one deadline of Limits.WriteTimeout for the batch: one
+// context and timer per batch instead of per frame.
+func (c *conn) write(frames [][]byte) error {
+	ctx, cancel := context.WithTimeout(context.Background(), c.srv.cfg.Limits.WriteTimeout)
+	defer cancel()
+	for _, f := range frames {
+		if err := c.ws.Write(ctx, websocket.MessageText, f); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeFailed ends a connection whose write failed: coder/websocket has already torn it down (the
+// deadline passed or the socket closed); closeBroken records the state and cancels the handlers.
+func (c *conn) writeFailed(err error) {
+	c.setCloseErr(err)
+	go c.closeBroken()
+}
+
+// writeLoop is the connection's queue writer: it writes queued frames in order, a batch at a
+// time, while no response is being written directly (send). A frame counts against the queue's
+// byte limit until it is written. Once the connection is closing it writes no more data.
 func (c *conn) writeLoop() {
+	var batch [][]byte
 	for {
 		c.qmu.Lock()
 		if c.closing {
@@ -307,60 +402,100 @@ func (c *conn) writeLoop() {
 			c.qmu.Unlock()
 			return
 		}
-		if len(c.queue) == 0 {
+		if len(c.queue) == 0 || c.writing {
+			empty := len(c.queue) == 0
 			c.qmu.Unlock()
 			select {
 			case <-c.qwake:
 				continue
 			case <-c.ctx.Done():
-				c.qmu.Lock()
-				empty := len(c.queue) == 0
-				c.qmu.Unlock()
 				if empty {
 					return
+				}
+				// Drain what is queued (a graceful close sends it first), then stop.
+				select {
+				case <-c.qwake:
+				case <-time.After(10 * time.Millisecond):
 				}
 				continue
 			}
 		}
-		frame := c.queue[0]
-		c.queue[0] = nil
-		c.queue = c.queue[1:]
+		n := min(len(c.queue), maxWriteBatch)
+		batch = append(batch[:0], c.queue[:n]...)
+		clear(c.queue[:n])
+		c.queue = c.queue[n:]
+		c.writing = true
 		c.qmu.Unlock()
-		ctx, cancel := context.WithTimeout(context.Background(), c.srv.cfg.Limits.WriteTimeout)
-		err := c.ws.Write(ctx, websocket.MessageText, frame)
-		cancel()
+		err := c.write(batch)
+		size := 0
+		for i, f := range batch {
+			size += len(f)
+			batch[i] = nil
+		}
 		c.qmu.Lock()
-		c.qbytes -= len(frame)
+		c.qbytes -= size
+		c.writing = false
 		c.qmu.Unlock()
+		select {
+		case c.qroom <- struct{}{}:
+		default:
+		}
 		if err != nil {
-			// coder/websocket has already torn the connection down (write deadline passed or
-			// the socket closed); close records the state and cancels the handlers.
-			c.setCloseErr(err)
-			go c.closeBroken()
+			c.writeFailed(err)
 			return
 		}
 	}
 }
 
-func (c *conn) keepalive() {
-	t := time.NewTicker(c.srv.cfg.Limits.PingInterval)
-	defer t.Stop()
+// waitRoom blocks until the send queue is at most half full (in messages and bytes), the
+// connection closes, or ctx ends; it reports whether there is room. A producer that can pause
+// (a terminal's output) waits here instead of filling the queue, which would close the
+// connection with 1013.
+func (c *conn) waitRoom(ctx context.Context) bool {
+	lim := c.srv.cfg.Limits
 	for {
+		c.qmu.Lock()
+		closing := c.closing
+		room := len(c.queue) <= lim.SendQueueMessages/2 && c.qbytes <= lim.SendQueueBytes/2
+		c.qmu.Unlock()
+		if closing {
+			return false
+		}
+		if room {
+			return true
+		}
 		select {
+		case <-c.qroom:
 		case <-c.ctx.Done():
-			return
-		case <-t.C:
-			// Not derived from c.ctx: a cancelled write context makes coder/websocket drop the
-			// TCP connection at once, before close can send its close frame.
-			ctx, cancel := context.WithTimeout(context.Background(), c.srv.cfg.Limits.PongTimeout)
-			err := c.ws.Ping(ctx)
-			cancel()
-			if err != nil && c.ctx.Err() == nil {
-				c.close(websocket.StatusPolicyViolation, "no pong within the timeout")
-				return
-			}
+			return false
+		case <-ctx.Done():
+			return false
+		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// ping runs when the connection's ping timer fires (every Limits.PingInterval): it pings, waits
+// for the pong (at most Limits.PongTimeout) and re-arms the timer. A timer instead of a keepalive
+// goroutine: an idle connection holds two goroutines, its reader and its writer (the idle-memory
+// figure of docs/benchmarks.md).
+func (c *conn) ping() {
+	if c.ctx.Err() != nil {
+		return
+	}
+	// Not derived from c.ctx: a cancelled write context makes coder/websocket drop the TCP
+	// connection at once, before close can send its close frame.
+	ctx, cancel := context.WithTimeout(context.Background(), c.srv.cfg.Limits.PongTimeout)
+	err := c.ws.Ping(ctx)
+	cancel()
+	if c.ctx.Err() != nil {
+		return
+	}
+	if err != nil {
+		c.close(websocket.StatusPolicyViolation, "no pong within the timeout")
+		return
+	}
+	c.pingTimer.Reset(c.srv.cfg.Limits.PingInterval)
 }
 
 func (c *conn) setCloseErr(err error) {

@@ -96,6 +96,12 @@ func (h ipcHandler) Hello(ctx context.Context, p *protocol.IPCHelloParams) (*pro
 		HostID: info.HostID, HostKind: info.HostKind, HostName: info.HostName,
 		SignalEpoch: h.s.epoch, Methods: protocol.MethodsFor(c.scope), AdminCommands: h.s.adminCommands(),
 	}
+	if h.s.cfg.AllowClone {
+		res.Clone = ptr(true)
+	}
+	if h.s.cfg.ProjectTerminals {
+		res.ProjectTerminals = ptr(true)
+	}
 	app := ""
 	if p.AppVersion != nil {
 		app = *p.AppVersion

@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -25,6 +26,7 @@ import (
 	"github.com/zidane-server/zidane/server/agent"
 	"github.com/zidane-server/zidane/server/store"
 	"github.com/zidane-server/zidane/server/workspace"
+	"github.com/zidane-server/zidane/server/workspace/gitx"
 )
 
 // Version is the server's application version, reported in hello and GET /version.
@@ -108,6 +110,18 @@ type Config struct {
 	Logger *slog.Logger
 	// StepDelay slows the scripted provider between streamed pieces (tests use it to watch a run).
 	StepDelay time.Duration
+	// AllowClone lets chat tokens clone repositories into the workspace roots (git.clone; hello's
+	// clone: true). Off by default.
+	AllowClone bool
+	// CloneSchemes are the URL schemes git.clone and git.sync accept besides local paths inside
+	// the roots; default https and ssh.
+	CloneSchemes []string
+	// ProjectTerminals lets admin tokens run terminals in the workspace roots (the terminal group;
+	// hello's projectTerminals: true). Off by default: see docs/security.md.
+	ProjectTerminals bool
+	// TerminalPrepare, when set, changes each terminal's command before it starts: the hook
+	// through which terminals run under the operator's sandbox policy. An error refuses the start.
+	TerminalPrepare func(*exec.Cmd) error
 }
 
 // Server is one zidane-server process.
@@ -134,6 +148,14 @@ type Server struct {
 	draining atomic.Bool // set by Shutdown: new connections are refused with 503
 
 	presencePending atomic.Bool // a coalesced presence:changed is scheduled
+
+	git   *gitx.Runner // every git call of the server (handlers_git.go)
+	gitMu sync.Mutex
+	// clones are the running clones by id (handlers_git.go).
+	clones map[string]*cloneJob
+	// terms are the running terminals by id (handlers_terminal.go).
+	termMu sync.Mutex
+	terms  map[string]*termJob
 }
 
 // compile-time check that the server implements every generated handler interface.
@@ -188,6 +210,9 @@ func New(ctx context.Context, cfg Config, st *store.Store) (*Server, error) {
 		return nil, err
 	}
 	s.handlers = &handlers{s: s}
+	s.git = &gitx.Runner{Schemes: cfg.CloneSchemes}
+	s.clones = map[string]*cloneJob{}
+	s.terms = map[string]*termJob{}
 	go st.ListenTokenRevocations(base, time.Second, s.closeTokenConns)
 	return s, nil
 }

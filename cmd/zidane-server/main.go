@@ -34,9 +34,12 @@ import (
 	"github.com/zidane-server/zidane/protocol"
 	"github.com/zidane-server/zidane/server"
 	"github.com/zidane-server/zidane/server/store"
+	"github.com/zidane-server/zidane/server/workspace/sandbox"
 )
 
 func main() {
+	// A sandboxed command re-executes this binary as its launcher; that run ends here.
+	sandbox.Main()
 	if err := rootCmd().Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "zidane-server:", err)
 		os.Exit(1)
@@ -151,6 +154,8 @@ func startCmd() *cobra.Command {
 	var stepDelay time.Duration
 	var unixSocket string
 	var limits server.Limits
+	var allowClone, projectTerminals bool
+	var cloneSchemes []string
 	cmd := &cobra.Command{
 		Use:   "start",
 		Short: "Start the server (on a managed local Postgres unless --database-url or DATABASE_URL is set)",
@@ -182,7 +187,8 @@ func startCmd() *cobra.Command {
 			}
 			defer closeDB()
 			self, cli := binaries()
-			cfg := server.Config{WorkspaceRoots: roots, AllowedOrigins: origins, DataDir: db.dataDir, StepDelay: stepDelay, Logger: log, Limits: limits, Binary: self}
+			cfg := server.Config{WorkspaceRoots: roots, AllowedOrigins: origins, DataDir: db.dataDir, StepDelay: stepDelay, Logger: log, Limits: limits, Binary: self,
+				AllowClone: allowClone, CloneSchemes: cloneSchemes, ProjectTerminals: projectTerminals}
 			if db.databaseURL != "" {
 				cfg.DatabaseURL = db.databaseURL
 			}
@@ -249,6 +255,9 @@ func startCmd() *cobra.Command {
 	cmd.Flags().DurationVar(&limits.HelloTimeout, "hello-timeout", 30*time.Second, "close (1008) a connection that sends no ipc.hello within this time")
 	cmd.Flags().DurationVar(&limits.RequestTimeout, "request-timeout", 60*time.Second, "longest a request's handler may run")
 	cmd.Flags().IntVar(&limits.SendQueueBytes, "send-queue-bytes", 64<<20, "outgoing bytes queued per connection before it is closed with 1013 (the client resumes)")
+	cmd.Flags().BoolVar(&allowClone, "allow-clone", false, "let chat tokens clone repositories into the workspace roots (git.clone)")
+	cmd.Flags().StringArrayVar(&cloneSchemes, "clone-scheme", nil, "URL scheme git.clone and git.sync accept (repeatable; default https and ssh; local paths inside the roots always)")
+	cmd.Flags().BoolVar(&projectTerminals, "project-terminals", false, "let admin tokens run terminals in the workspace roots (see docs/security.md)")
 	cmd.Flags().DurationVar(&stepDelay, "scripted-step-delay", 0, "pause between the scripted provider's streamed pieces (for demos and tests)")
 	cmd.Flags().MarkHidden("scripted-step-delay")
 	return cmd

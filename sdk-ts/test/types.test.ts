@@ -111,6 +111,12 @@ function describeSignal(s: Signal): string {
       return `end ${s.runId} ${s.ok ? 'ok' : (s.error ?? 'failed')}`
     case 'presence:changed':
       return `presence ${s.sessions.length}`
+    case 'git:clone:progress':
+      return `clone ${s.cloneId} ${s.phase} ${s.percent ?? ''}`
+    case 'workspace:exec:data':
+      return `exec ${s.terminalId} ${s.data.length}`
+    case 'workspace:exec:exit':
+      return `exit ${s.terminalId} ${s.exitCode ?? s.signal}`
     default: {
       const unknownKind: never = s
       return `unknown ${(unknownKind as { kind: string }).kind}`

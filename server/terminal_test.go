@@ -1,0 +1,52 @@
+package server
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestTerminalFlowControlKeepsTheConnection: a terminal printing 8 MB to a client that does
+// not read for a while, through a 512 KiB send queue. The server stops reading the terminal while
+// the queue is half full, so the program waits, the connection is never closed with 1013, and
+// every byte arrives once the client reads.
+func TestTerminalFlowControlKeepsTheConnection(t *testing.T) {
+	e := newEnv(t, func(c *Config) {
+		c.ProjectTerminals = true
+		c.Limits.MaxMessageBytes = 256 << 10
+		c.Limits.SendQueueBytes = 512 << 10
+	})
+	e.token = e.mint("admin")
+	c := e.dialSmallBuffer()
+	c.send(`{"jsonrpc":"2.0","id":1,"method":"ipc.hello","params":` + helloParams + `}`)
+	c.send(`{"jsonrpc":"2.0","id":2,"method":"terminal.start","params":{"argv":["sh","-c","head -c 8000000 /dev/zero | tr '\\0' x; echo; echo END"]}}`)
+	time.Sleep(2 * time.Second) // the client reads nothing meanwhile
+	c.startReader()
+	total, id := 0, ""
+	for {
+		f := c.next()
+		m := decodeObj(t, f)
+		if m["id"] != nil {
+			require.Nil(t, m["error"], "%s", f)
+			if r, _ := m["result"].(map[string]any); r != nil && r["terminalId"] != nil {
+				id = r["terminalId"].(string)
+			}
+			continue
+		}
+		p := m["params"].(map[string]any)
+		require.Equal(t, id, p["terminalId"], "the answer comes before the terminal's first signal")
+		if p["kind"] == "workspace:exec:exit" {
+			assert.Equal(t, json.Number("0"), p["exitCode"])
+			break
+		}
+		data := p["data"].(string)
+		total += strings.Count(data, "x")
+	}
+	assert.Equal(t, 8000000, total, "every byte arrived")
+	r := c.result("$/ping", `{}`)
+	assert.NotNil(t, r["now"], "the connection is still open")
+}

@@ -1,0 +1,196 @@
+package sandbox
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+)
+
+// The launcher is the server's own binary, re-executed with stageEnv naming its stage and specEnv
+// holding the launchSpec as JSON.
+const (
+	stageEnv = "ZIDANE_SANDBOX_STAGE"
+	specEnv  = "ZIDANE_SANDBOX_SPEC"
+	// maxSpec bounds the spec (one environment string may not exceed 128 KiB).
+	maxSpec = 120 << 10
+)
+
+// launchSpec is what the launcher needs: the program, and the sandbox to build around it.
+type launchSpec struct {
+	Path string   `json:"path"`
+	Args []string `json:"args"`
+	Env  []string `json:"env"`
+	Dir  string   `json:"dir"`
+	// Writable are the folders the command may write (roots unless read-only, the scratch
+	// directory), links resolved.
+	Writable []string `json:"writable"`
+	// GitDirs are the `.git` folders and files inside the writable roots, kept read-only.
+	GitDirs []string `json:"gitDirs,omitempty"`
+	// Hide are folders and files shown empty.
+	Hide []string `json:"hide,omitempty"`
+	// Sockets are the host's named unix sockets, covered so that connect fails.
+	Sockets []string `json:"sockets,omitempty"`
+	// NewNet runs the command in a new network namespace (its own loopback only).
+	NewNet bool `json:"newNet"`
+	// Landlock enforces the Landlock domain (false only while probing a kernel without it).
+	Landlock bool   `json:"landlock"`
+	Limits   Limits `json:"limits"`
+	// Cgroup is the cgroup.procs file of the command's pids cgroup, joined by the launcher
+	// before anything else ("" when none).
+	Cgroup string `json:"cgroup,omitempty"`
+}
+
+// gitWalkDepth and gitWalkMax bound the search for `.git` inside a root: folders at most
+// gitWalkDepth below it, at most gitWalkMax folders visited.
+const (
+	gitWalkDepth = 4
+	gitWalkMax   = 5000
+)
+
+func (s *Sandbox) spec(cmd *exec.Cmd, env []string, scratch string, req Request) (*launchSpec, error) {
+	sp := &launchSpec{Path: cmd.Path, Args: cmd.Args, Env: env, Dir: cmd.Dir, NewNet: !req.Policy.Network(),
+		Landlock: true, Limits: s.opts.Limits}
+	if sp.Dir == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return nil, err
+		}
+		sp.Dir = wd
+	}
+	real := func(p string) (string, error) {
+		abs, err := filepath.Abs(p)
+		if err != nil {
+			return "", err
+		}
+		return filepath.EvalSymlinks(abs)
+	}
+	sc, err := real(scratch)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: scratch directory: %w", err)
+	}
+	sp.Writable = append(sp.Writable, sc)
+	if req.Policy.WritesWorkspace() {
+		for _, r := range req.Roots {
+			rr, err := real(r)
+			if err != nil {
+				return nil, fmt.Errorf("sandbox: workspace root %s: %w", r, err)
+			}
+			sp.Writable = append(sp.Writable, rr)
+			sp.GitDirs = append(sp.GitDirs, findGit(rr)...)
+		}
+	}
+	for _, h := range s.opts.Hide {
+		if hr, err := real(h); err == nil {
+			sp.Hide = append(sp.Hide, hr)
+		}
+	}
+	sp.Sockets = unixSockets(sc)
+	if s.pids != "" {
+		procs, err := newPidsCgroup(s.pids, s.opts.Limits.Processes)
+		if err != nil {
+			return nil, fmt.Errorf("sandbox: the process limit's cgroup: %w", err)
+		}
+		sp.Cgroup = procs
+	}
+	return sp, nil
+}
+
+// findGit returns the `.git` entries (folders or files) in root and its folders, bounded by
+// gitWalkDepth and gitWalkMax, links not followed.
+func findGit(root string) []string {
+	var out []string
+	seen := 0
+	_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if d != nil && d.IsDir() {
+				return fs.SkipDir
+			}
+			return nil
+		}
+		if d.Name() == ".git" {
+			out = append(out, p)
+			if d.IsDir() {
+				return fs.SkipDir
+			}
+			return nil
+		}
+		if !d.IsDir() {
+			return nil
+		}
+		seen++
+		rel, _ := filepath.Rel(root, p)
+		if seen > gitWalkMax || (rel != "." && strings.Count(rel, string(filepath.Separator)) >= gitWalkDepth) ||
+			d.Name() == "node_modules" {
+			return fs.SkipDir
+		}
+		return nil
+	})
+	return out
+}
+
+// unixSockets lists the named unix sockets bound in the server's network namespace
+// (/proc/net/unix) that exist as sockets on the file system, except those under skip.
+func unixSockets(skip string) []string {
+	f, err := os.Open("/proc/net/unix")
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 8 || !strings.HasPrefix(fields[7], "/") {
+			continue
+		}
+		p := fields[7]
+		if strings.HasPrefix(p, skip+"/") || slices.Contains(out, p) {
+			continue
+		}
+		if fi, err := os.Lstat(p); err == nil && fi.Mode()&fs.ModeSocket != 0 {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// prepare points cmd at the launcher with sp.
+func prepare(cmd *exec.Cmd, sp *launchSpec) error {
+	raw, err := json.Marshal(sp)
+	if err != nil {
+		return err
+	}
+	if len(raw) > maxSpec {
+		return errors.New("sandbox: the command and its environment are too long to sandbox (over 120 KiB)")
+	}
+	cmd.Path = "/proc/self/exe"
+	cmd.Args = []string{"zidane-sandbox", "init"}
+	cmd.Env = []string{stageEnv + "=init", specEnv + "=" + string(raw)}
+	cmd.Dir = "/"
+	attr := cmd.SysProcAttr
+	if attr == nil {
+		attr = &syscall.SysProcAttr{}
+		cmd.SysProcAttr = attr
+	}
+	attr.Cloneflags |= syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWPID | syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS
+	if sp.NewNet {
+		attr.Cloneflags |= syscall.CLONE_NEWNET
+	}
+	// Root inside maps to the server's user outside: the launcher holds capabilities only in the
+	// new namespaces (to build the mounts), and files keep their owner, so the workspace stays
+	// writable. The command itself gets no capability at all.
+	attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getuid(), Size: 1}}
+	attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getgid(), Size: 1}}
+	attr.GidMappingsEnableSetgroups = false
+	attr.Pdeathsig = syscall.SIGKILL
+	return nil
+}
