@@ -71,10 +71,34 @@ func ReadDaemonFile(dataDir string) (*DaemonFile, error) {
 	}
 	if d.PID > 0 {
 		if err := syscall.Kill(d.PID, 0); errors.Is(err, syscall.ESRCH) {
-			return nil, fmt.Errorf("%s names process %d, which is not running; the server stopped without cleaning up: start it again", path, d.PID)
+			return nil, &StaleDaemonFileError{Path: path, PID: d.PID}
+		}
+		// The pid may have been reused by another program since the server died.
+		if comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", d.PID)); err == nil {
+			if name := strings.TrimSpace(string(comm)); !strings.HasPrefix(name, "zidane-server") {
+				return nil, &StaleDaemonFileError{Path: path, PID: d.PID, Program: name}
+			}
 		}
 	}
 	return &d, nil
+}
+
+// StaleDaemonFileError: daemon.json names a server process that is gone: the pid runs no process,
+// or (Program set) it now belongs to another program. The server stopped without removing it.
+type StaleDaemonFileError struct {
+	// Path is the daemon.json read; PID the process it names.
+	Path string
+	PID  int
+	// Program is the name of the other program that now has the pid; "" when none runs.
+	Program string
+}
+
+func (e *StaleDaemonFileError) Error() string {
+	now := "which is not running"
+	if e.Program != "" {
+		now = fmt.Sprintf("which is now another program (%s), not zidane-server", e.Program)
+	}
+	return fmt.Sprintf("%s is stale: it names process %d, %s; the server stopped without cleaning up. Start the server again (`make run` or `zidane-server start`; it replaces the file), or set ZIDANE_URL and ZIDANE_TOKEN", e.Path, e.PID, now)
 }
 
 // unixClient returns an HTTP client whose connections go to a unix socket, and the ws:// URL to

@@ -2,6 +2,7 @@ package client
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -28,7 +29,8 @@ func TestReadDaemonFile(t *testing.T) {
 	assert.ErrorContains(t, err, "no running zidane-server found")
 
 	write := func(s string) { require.NoError(t, os.WriteFile(filepath.Join(dir, DaemonFileName), []byte(s), 0o600)) }
-	write(`{"url":"ws://127.0.0.1:1","token":"zds_x","pid":` + strconv.Itoa(os.Getpid()) + `}`)
+	server := startProgram(t, "zidane-server") // a live process named like the server
+	write(`{"url":"ws://127.0.0.1:1","token":"zds_x","pid":` + strconv.Itoa(server) + `}`)
 	d, err := ReadDaemonFile(dir)
 	require.NoError(t, err)
 	assert.Equal(t, "zds_x", d.Token)
@@ -40,4 +42,38 @@ func TestReadDaemonFile(t *testing.T) {
 	write(`{"url":"ws://127.0.0.1:1","token":"zds_x","pid":2147483000}`)
 	_, err = ReadDaemonFile(dir)
 	assert.ErrorContains(t, err, "which is not running")
+	var stale *StaleDaemonFileError
+	assert.ErrorAs(t, err, &stale)
+}
+
+// startProgram runs a copy of sleep named name and returns its pid; it is killed at cleanup.
+func startProgram(t *testing.T, name string) int {
+	t.Helper()
+	src, err := exec.LookPath("sleep")
+	require.NoError(t, err)
+	b, err := os.ReadFile(src)
+	require.NoError(t, err)
+	bin := filepath.Join(t.TempDir(), name)
+	require.NoError(t, os.WriteFile(bin, b, 0o755))
+	cmd := exec.Command(bin, "60")
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return cmd.Process.Pid
+}
+
+// TestFieldCase_B43_StaleDaemonFileOfAnotherProgram: daemon.json names a pid that another
+// program now has (the server was killed and the pid reused): the file is stale, and the error
+// says so and what to do, instead of a dial to a dead port.
+func TestFieldCase_B43_StaleDaemonFileOfAnotherProgram(t *testing.T) {
+	dir := t.TempDir()
+	other := startProgram(t, "sleep")
+	require.NoError(t, os.WriteFile(filepath.Join(dir, DaemonFileName), []byte(`{"url":"ws://127.0.0.1:1","token":"zds_x","pid":`+strconv.Itoa(other)+`}`), 0o600))
+	_, err := ReadDaemonFile(dir)
+	var stale *StaleDaemonFileError
+	require.ErrorAs(t, err, &stale)
+	assert.Equal(t, other, stale.PID)
+	assert.Equal(t, "sleep", stale.Program)
+	assert.Contains(t, err.Error(), "is stale")
+	assert.Contains(t, err.Error(), "another program (sleep)")
+	assert.Contains(t, err.Error(), "Start the server again")
 }

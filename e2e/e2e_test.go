@@ -1,7 +1,9 @@
 // Package e2e tests the real zidane-server and zidane binaries end to end: it builds them once,
 // starts the server as a subprocess against a real PostgreSQL, and talks to it over plain HTTP
-// and a real WebSocket with raw JSON-RPC frames (github.com/coder/websocket directly, never our
-// client package), asserting the answers the protocol seed (shared/seeds/000_…) shows.
+// and a real WebSocket with raw JSON-RPC frames (github.com/coder/websocket directly), asserting
+// the answers the protocol seed (shared/seeds/000_…) shows. The client's own tests
+// (client_test.go, cli_test.go) drive the Go client and the zidane CLI against the real server
+// through a cut proxy (client/clienttest).
 package e2e
 
 import (

@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	"crypto/rand"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -367,4 +369,88 @@ func TestGitCloneAndTerminalsOffByDefault(t *testing.T) {
 	e = c.callErr("terminal.start", map[string]any{"argv": []string{"true"}})
 	assert.Equal(t, protocol.CodeHandlerFailed, e.Code)
 	assert.Contains(t, e.Message, "--project-terminals")
+}
+
+// TestGitCloneCancelledOrDroppedLeavesNothing cancels a clone of a large repository as soon as
+// it starts, and drops the connection of another: neither leaves a folder behind.
+func TestGitCloneCancelledOrDroppedLeavesNothing(t *testing.T) {
+	s := startServer(t, serverOpts{dbURL: storetest.URL(t), extra: []string{"--allow-clone"}})
+	src := filepath.Join(s.opts.root, "big")
+	makeRepo(t, src)
+	buf := make([]byte, 3<<20)
+	for i := 0; i < 8; i++ {
+		_, err := rand.Read(buf)
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(src, fmt.Sprintf("blob%d.bin", i)), buf, 0o644))
+	}
+	repoGit(t, src, "add", ".")
+	repoGit(t, src, "commit", "-q", "-m", "big")
+	leftovers := func() []string {
+		var out []string
+		entries, err := os.ReadDir(s.opts.root)
+		require.NoError(t, err)
+		for _, e := range entries {
+			if e.Name() != "big" {
+				out = append(out, e.Name())
+			}
+		}
+		return out
+	}
+
+	a := dial(t, s, s.mintToken("cancel-a", "chat"))
+	a.hello()
+	var res protocol.GitCloneResult
+	a.result("git.clone", map[string]any{"url": src, "into": "cancelled"}, &res)
+	waitSignal(a, "git:clone:progress", func(m map[string]any) bool { return m["phase"] == "starting" })
+	var cc protocol.GitCancelCloneResult
+	a.result("git.cancelClone", map[string]any{"cloneId": res.CloneID}, &cc)
+	assert.True(t, cc.Cancelled)
+	last := waitSignal(a, "git:clone:progress", func(m map[string]any) bool {
+		p := m["phase"]
+		return p == "done" || p == "failed" || p == "cancelled"
+	})
+	assert.Equal(t, "cancelled", last["phase"])
+	assert.Empty(t, leftovers(), "a cancelled clone leaves nothing")
+
+	b := dial(t, s, s.mintToken("cancel-b", "chat"))
+	b.hello()
+	b.result("git.clone", map[string]any{"url": src, "into": "dropped"}, &res)
+	waitSignal(b, "git:clone:progress", func(m map[string]any) bool { return m["phase"] == "starting" })
+	require.NoError(t, b.ws.CloseNow())
+	require.Eventually(t, func() bool { return len(leftovers()) == 0 }, 20*time.Second, 50*time.Millisecond, "a dropped connection's clone leaves nothing: %v", leftovers())
+}
+
+func TestGitSyncFastForwardsAndPushesInsideTheRoots(t *testing.T) {
+	s := startServer(t, serverOpts{dbURL: storetest.URL(t)})
+	src := filepath.Join(s.opts.root, "src")
+	makeRepo(t, src)
+	repoGit(t, s.opts.root, "clone", "-q", "--bare", src, "remote.git")
+	repoGit(t, s.opts.root, "clone", "-q", "remote.git", "a")
+	repoGit(t, s.opts.root, "clone", "-q", "remote.git", "b")
+	a, b := filepath.Join(s.opts.root, "a"), filepath.Join(s.opts.root, "b")
+	writeFile(t, b, "b.txt", "from b\n")
+	repoGit(t, b, "commit", "-q", "-am", "from b")
+	repoGit(t, b, "push", "-q")
+	admin := dial(t, s, s.mintToken("sync-admin", "admin"))
+	admin.hello()
+	var res protocol.GitSyncResult
+	admin.result("git.sync", map[string]any{"cwd": a}, &res)
+	assert.Equal(t, protocol.GitSyncResult{Pulled: 1}, res)
+	assert.Equal(t, "from b", repoGit(t, a, "log", "-1", "--format=%s"))
+	writeFile(t, a, "a.txt", "from a\n")
+	repoGit(t, a, "commit", "-q", "-am", "from a")
+	admin.result("git.sync", map[string]any{"cwd": a}, &res)
+	assert.Equal(t, protocol.GitSyncResult{Pushed: 1}, res)
+	assert.Equal(t, repoGit(t, a, "rev-parse", "HEAD"), repoGit(t, filepath.Join(s.opts.root, "remote.git"), "rev-parse", "main"))
+
+	// A remote outside the roots is refused before anything is fetched.
+	outside := t.TempDir()
+	repoGit(t, outside, "clone", "-q", "--bare", src, "out.git")
+	repoGit(t, a, "remote", "set-url", "origin", filepath.Join(outside, "out.git"))
+	e := admin.callErr("git.sync", map[string]any{"cwd": a})
+	assert.Equal(t, protocol.CodeHandlerFailed, e.Code)
+	assert.Contains(t, e.Message, "inside the workspace roots")
+	// No upstream.
+	e = admin.callErr("git.sync", map[string]any{"cwd": src})
+	assert.Contains(t, e.Message, "no upstream")
 }

@@ -160,4 +160,10 @@ func TestTerminalKillAndSignal(t *testing.T) {
 	assert.Contains(t, e.Message, "no-such-program-zidane")
 	e = a.callErr("terminal.start", map[string]any{"cwd": "/", "argv": []string{"true"}})
 	assert.Contains(t, e.Message, "outside the workspace roots")
+
+	// A server that stops takes its terminals with it.
+	a.result("terminal.start", map[string]any{"argv": []string{"sleep", "300"}}, &st)
+	require.False(t, processGone(int(st.PID)))
+	s.stop()
+	assert.True(t, processGone(int(st.PID)), "the terminal ended before the server exited")
 }

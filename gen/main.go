@@ -1,6 +1,7 @@
 // Command zidane-gen generates everything that must agree with the protocol schema under schema/:
 // Go types, handler interfaces and the dispatch table (protocol/*_gen.go), the Go client's typed
-// methods (client/methods_gen.go), the TypeScript bindings (sdk-ts/src/protocol.ts), the reference
+// methods (client/methods_gen.go), the TypeScript bindings (sdk-ts/src/protocol.ts) and the SDK's typed
+// examples (sdk-ts/test/examples.gen.ts), the reference
 // (docs/protocol.md) and the bundled schema (protocol/bundle_gen.json, served at /protocol.json).
 //
 // Usage:
@@ -102,6 +103,11 @@ func Generate(schemaDir string) (map[string][]byte, error) {
 		return nil, err
 	}
 	out["sdk-ts/src/protocol.ts"] = TSFile(p)
+	ex, err := TSExamplesFile(p, filepath.Join(schemaDir, "examples"))
+	if err != nil {
+		return nil, err
+	}
+	out["sdk-ts/test/examples.gen.ts"] = ex
 	out["docs/protocol.md"] = MarkdownFile(p)
 	return out, nil
 }

@@ -18,7 +18,8 @@ echo "== benchmarks, one iteration each (make bench runs them in full)"
 BENCH_SMOKE=1 go test -count=1 -run '^$' -bench '^BenchmarkFig' -benchtime 1x -timeout 10m ./e2e/bench/ ./server/store/ | grep -E '^(ok|FAIL|---|panic)'
 
 if [ -f sdk-ts/package.json ]; then
-  echo "== sdk-ts"
+  echo "== sdk-ts (its integration tests start bin/zidane-server: make build)"
+  go build -o bin/ ./cmd/zidane-server ./cmd/zidane
   (cd sdk-ts && npm test --silent)
 fi
 

@@ -1,7 +1,9 @@
 package server
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -263,14 +265,15 @@ func (h sessionsHandler) LoadEvents(ctx context.Context, p *protocol.SessionsLoa
 			res.Cursor = &ft
 		}
 	}
+	// Stored events are the server's own encoding: they are spliced into the answer as they are
+	// (UnknownStreamEvent marshals its Raw verbatim), not decoded and encoded again.
 	for _, r := range rows {
-		ev, err := protocol.DecodeStreamEvent(r.Body)
-		if err != nil {
-			h.s.log.Error("stored event does not decode", "session", p.SessionID, "err", err)
+		if !json.Valid(r.Body) {
+			h.s.log.Error("stored event is not valid JSON", "session", p.SessionID)
 			res.Exact = false
 			continue
 		}
-		res.Events = append(res.Events, ev)
+		res.Events = append(res.Events, &protocol.UnknownStreamEvent{Kind: r.Kind, Raw: r.Body})
 	}
 	return res, nil
 }
@@ -288,15 +291,28 @@ func (h sessionsHandler) Resume(ctx context.Context, p *protocol.SessionsResumeP
 		r := a.reason
 		return &protocol.SessionsResumeResult{OK: false, Reason: &r}, nil
 	}
+	// The log keeps each signal encoded: the answer splices those bytes in (UnknownSignal
+	// marshals its Raw verbatim) instead of decoding and re-encoding every signal — the resume
+	// figure of docs/benchmarks.md.
 	out := make([]protocol.ReplayedSignal, 0, len(a.signals))
 	for _, e := range a.signals {
-		sig, err := protocol.DecodeSignal(e.signal)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, protocol.ReplayedSignal{Seq: e.seq, Signal: sig})
+		out = append(out, protocol.ReplayedSignal{Seq: e.seq, Signal: &protocol.UnknownSignal{Kind: signalKind(e.signal), Raw: e.signal}})
 	}
 	return &protocol.SessionsResumeResult{OK: true, Signals: out}, nil
+}
+
+// signalKind reads the kind of an encoded signal, whose first member is kind (protocol.Marshal
+// writes it first).
+func signalKind(b []byte) string {
+	const prefix = `{"kind":"`
+	if !bytes.HasPrefix(b, []byte(prefix)) {
+		return ""
+	}
+	rest := b[len(prefix):]
+	if i := bytes.IndexByte(rest, '"'); i >= 0 {
+		return string(rest[:i])
+	}
+	return ""
 }
 
 // Send implements chat.send: it answers once the run starts.

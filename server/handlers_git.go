@@ -403,7 +403,13 @@ func (h gitHandler) Clone(ctx context.Context, p *protocol.GitCloneParams) (*pro
 	job := &cloneJob{id: uuid.NewString(), origin: c, cancel: cancel}
 	s.clones[job.id] = job
 	s.gitMu.Unlock()
-	afterAnswer(ctx, func() { go s.runClone(cctx, job, src, dest) })
+	s.bgWG.Add(1)
+	afterAnswer(ctx, func() {
+		go func() {
+			defer s.bgWG.Done()
+			s.runClone(cctx, job, src, dest)
+		}()
+	})
 	return &protocol.GitCloneResult{CloneID: job.id, Path: dest}, nil
 }
 

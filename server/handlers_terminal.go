@@ -142,7 +142,9 @@ func (h terminalHandler) Start(ctx context.Context, p *protocol.TerminalStartPar
 	s.termMu.Unlock()
 	c.log.Info("terminal started", "terminal", job.id, "pid", t.Pid(), "cwd", dir, "argv0", job.argv[0])
 	// The connection's end kills the terminal's whole session.
+	s.bgWG.Add(1)
 	go func() {
+		defer s.bgWG.Done()
 		select {
 		case <-c.ctx.Done():
 			t.Close()

@@ -156,6 +156,9 @@ type Server struct {
 	// terms are the running terminals by id (handlers_terminal.go).
 	termMu sync.Mutex
 	terms  map[string]*termJob
+	// bgWG counts the clones and terminal watchers running in the background; Shutdown waits
+	// for them (their connections are closed, so they are ending).
+	bgWG sync.WaitGroup
 }
 
 // compile-time check that the server implements every generated handler interface.
@@ -423,6 +426,14 @@ func (s *Server) Shutdown(ctx context.Context) {
 		}
 	}
 	s.stop()
+	// Clones and terminals end with their connections: wait until their processes are gone
+	// and no half-made clone is left (bounded by ctx).
+	bg := make(chan struct{})
+	go func() { s.bgWG.Wait(); close(bg) }()
+	select {
+	case <-bg:
+	case <-ctx.Done():
+	}
 	s.runs.Close()
 	_ = s.ws.Close()
 }

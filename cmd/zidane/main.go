@@ -2,126 +2,129 @@
 //
 //	ZIDANE_URL=ws://127.0.0.1:4380 ZIDANE_TOKEN=zds_… zidane -c "Say hello." [--json] [--session ID]
 //	zidane -c "Say hello."    # a local server: URL and token from <data-dir>/daemon.json
+//	zidane version
 //
-// Without --json it prints the assistant's text; with --json it prints one JSON object per line
-// for each signal of the run. It exits 0 when the run ends ok, 1 otherwise, 2 on bad usage.
+// Without --json it prints the assistant's text of its run; with --json it prints each signal of
+// its run as one JSON object per line (JSON Lines, no HTML escaping). It survives a dropped
+// connection (the client reconnects and resumes the session). Ctrl-C cancels the run on the
+// server, waits for its run:end and exits 130; a second Ctrl-C exits at once. Exit codes: 0 the
+// run ended ok, 1 it failed or the server could not be used, 2 bad usage or no server found,
+// 130 interrupted.
 package main
 
 import (
-	"context"
-	"encoding/json"
-	"flag"
+	"errors"
 	"fmt"
+	"io"
 	"os"
-	"os/signal"
 	"time"
+
+	"github.com/spf13/cobra"
 
 	"github.com/zidane-server/zidane/client"
 	"github.com/zidane-server/zidane/protocol"
 )
 
+// Version is the CLI's version (set with -ldflags "-X main.Version=…" at release).
+var Version = "0.1.0-dev"
+
+// Exit codes.
+const (
+	exitOK          = 0
+	exitFailed      = 1
+	exitUsage       = 2
+	exitInterrupted = 130
+)
+
 func main() {
-	os.Exit(run())
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-func run() int {
-	prompt := flag.String("c", "", "the prompt to send")
-	asJSON := flag.Bool("json", false, "print every signal of the run as one JSON object per line")
-	sessionID := flag.String("session", "", "send to this session instead of creating one")
-	timeout := flag.Duration("timeout", 10*time.Minute, "give up after this long")
-	dataDir := flag.String("data-dir", client.DefaultDataDir(), "where a local server's daemon.json is, used when ZIDANE_URL is not set")
-	flag.Parse()
-	if *prompt == "" {
-		fmt.Fprintln(os.Stderr, "zidane: -c \"prompt\" is required")
-		return 2
-	}
-	url := os.Getenv("ZIDANE_URL")
-	token := os.Getenv("ZIDANE_TOKEN")
-	if url == "" {
-		// A local server: its daemon.json names the URL and a chat token.
-		d, err := client.ReadDaemonFile(*dataDir)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "zidane:", err)
-			return 2
-		}
-		url = d.URL
-		if token == "" {
-			token = d.Token
-		}
-	}
-	if token == "" {
-		fmt.Fprintln(os.Stderr, "zidane: set ZIDANE_TOKEN (mint one with: zidane-server token create --name cli --scope chat)")
-		return 2
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	ctx, cancel := context.WithTimeout(ctx, *timeout)
-	defer cancel()
+// exitError carries an exit code out of a cobra command.
+type exitError struct{ code int }
 
-	c, err := client.Dial(ctx, url, client.Options{Token: token, AppVersion: "zidane-cli"})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "zidane:", err)
-		return 1
+func (e exitError) Error() string { return fmt.Sprintf("exit %d", e.code) }
+
+func run(args []string, stdout, stderr io.Writer) int {
+	root := rootCmd(stdout, stderr)
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.Execute()
+	var ee exitError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, &ee):
+		return ee.code
+	default:
+		fmt.Fprintln(stderr, "zidane:", err)
+		return exitUsage
 	}
-	defer c.Close()
-	sid := *sessionID
-	if sid == "" {
-		s, err := c.SessionsCreate(ctx, &protocol.SessionsCreateParams{})
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "zidane: create session:", err)
-			return 1
-		}
-		sid = s.ID
-		fmt.Fprintf(os.Stderr, "session %s (continue it with --session %s)\n", sid, sid)
+}
+
+const envHelp = `Where it connects:
+  ZIDANE_URL     the server's WebSocket URL (ws://host:port, wss://…, or unix:///path/to/socket)
+  ZIDANE_TOKEN   a chat token (zds_…); mint one on the server's machine with
+                 zidane-server token create --name cli --scope chat
+  Without ZIDANE_URL, zidane reads the discovery file daemon.json that a running local server
+  writes in its data dir (--data-dir; default $ZIDANE_SERVER_HOME, /var/lib/zidane-server as
+  root, else $XDG_DATA_HOME/zidane-server or ~/.local/share/zidane-server): it names the URL and
+  a local chat token.
+
+Output: the assistant's text of this prompt's run only; --json prints each signal of the run as
+one JSON object per line. A dropped connection is resumed without losing or repeating anything.
+Ctrl-C cancels the run on the server (chat.cancel), waits for it to end and exits 130; a second
+Ctrl-C exits at once.
+Exit codes: 0 ok, 1 the run failed or the server could not be used, 2 bad usage or no server
+found, 130 interrupted.`
+
+// promptOptions are the root command's flags.
+type promptOptions struct {
+	prompt     string
+	asJSON     bool
+	sessionID  string
+	timeout    time.Duration
+	cancelWait time.Duration
+	dataDir    string
+}
+
+func rootCmd(stdout, stderr io.Writer) *cobra.Command {
+	var o promptOptions
+	root := &cobra.Command{
+		Use:           "zidane -c PROMPT [--json] [--session ID]",
+		Short:         "Send one prompt to a zidane-server and print the answer",
+		Long:          "Send one prompt to a zidane-server and print the answer.\n\n" + envHelp,
+		Args:          cobra.NoArgs,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.prompt == "" {
+				fmt.Fprintln(stderr, "zidane: -c \"prompt\" is required (zidane --help)")
+				return exitError{exitUsage}
+			}
+			return exitError{runPrompt(o, stdout, stderr)}
+		},
 	}
-	res, err := c.ChatSend(ctx, &protocol.ChatSendParams{SessionID: sid, Prompt: *prompt})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "zidane: send:", err)
-		return 1
-	}
-	out := json.NewEncoder(os.Stdout)
-	lastWasText := false
-	for {
-		select {
-		case ev, ok := <-c.Signals():
-			if !ok {
-				fmt.Fprintln(os.Stderr, "zidane: connection lost before the run ended:", c.Err())
-				return 1
-			}
-			if *asJSON {
-				out.Encode(ev.Raw)
-			}
-			switch s := ev.Signal.(type) {
-			case *protocol.EventSignal:
-				if s.SessionID != sid || *asJSON {
-					continue
-				}
-				if m, ok := s.Event.(*protocol.MarkdownEvent); ok {
-					fmt.Print(m.Text)
-					lastWasText = true
-				}
-			case *protocol.TurnEndSignal:
-				if s.SessionID == sid && lastWasText && !*asJSON {
-					fmt.Println()
-					lastWasText = false
-				}
-			case *protocol.RunEndSignal:
-				if s.RunID != res.RunID {
-					continue
-				}
-				if !s.OK {
-					msg := "the run failed"
-					if s.Error != nil {
-						msg = *s.Error
-					}
-					fmt.Fprintln(os.Stderr, "zidane:", msg)
-					return 1
-				}
-				return 0
-			}
-		case <-ctx.Done():
-			fmt.Fprintln(os.Stderr, "zidane: gave up:", ctx.Err())
-			return 1
-		}
+	root.CompletionOptions.DisableDefaultCmd = true
+	f := root.Flags()
+	f.StringVarP(&o.prompt, "prompt", "c", "", "the prompt to send")
+	f.BoolVar(&o.asJSON, "json", false, "print each signal of the run as one JSON object per line")
+	f.StringVar(&o.sessionID, "session", "", "send to this session instead of creating one")
+	f.DurationVar(&o.timeout, "timeout", 10*time.Minute, "give up after this long")
+	f.DurationVar(&o.cancelWait, "cancel-wait", 10*time.Second, "after Ctrl-C, how long to wait for the cancelled run to end")
+	f.StringVar(&o.dataDir, "data-dir", client.DefaultDataDir(), "where a local server's daemon.json is, used when ZIDANE_URL is not set")
+	root.AddCommand(versionCmd(stdout))
+	return root
+}
+
+func versionCmd(stdout io.Writer) *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the CLI's and the protocol's versions",
+		Args:  cobra.NoArgs,
+		Run: func(*cobra.Command, []string) {
+			fmt.Fprintf(stdout, "zidane %s (protocol %d, min %d, schema %s)\n", Version, protocol.ProtocolVersion, protocol.MinProtocolVersion, protocol.SchemaHash[:12])
+		},
 	}
 }

@@ -1,4 +1,4 @@
-// The package's entry: the generated protocol bindings and the handwritten client.
+// The package's root entry: the generated protocol bindings and the client. The chat store, the
+// hosts and the React hooks have their own entries (@zidane/sdk/chat, /adapters, /react).
 export * from './protocol.js'
-export { connect, RpcCallError, ConnectionClosedError } from './client.js'
-export type { Connection, ConnectOptions, WebSocketLike, WebSocketConstructor } from './client.js'
+export * from './client/index.js'

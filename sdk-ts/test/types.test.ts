@@ -7,7 +7,8 @@ import {
   HostKindValues,
   MIN_PROTOCOL_VERSION,
   PROTOCOL_VERSION,
-  type Connection,
+  type ServerClient,
+  type WireSignal,
   type ErrorDataMap,
   type ErrorResponse,
   type Request,
@@ -56,7 +57,7 @@ export const negatives = [
   { protocolVersion: 16, minProtocolVersion: undefined } satisfies Request<'ipc.hello'>['params'],
 ]
 
-function callTypes(conn: Connection): void {
+function callTypes(conn: ServerClient): void {
   // call's result type follows the method.
   const created = conn.call('sessions.create', {})
   assertType<Equal<typeof created, Promise<Session>>>(true)
@@ -71,6 +72,25 @@ function callTypes(conn: Connection): void {
   // @ts-expect-error: an empty params type takes no members.
   void conn.call('$/ping', { x: 1 })
   void conn.call('$/ping', {})
+  // The must-shows: a wrong params type and an unknown method fail to compile.
+  // @ts-expect-error: cwd is a string.
+  void conn.call('sessions.create', { cwd: 1 })
+  // @ts-expect-error: no such method.
+  void conn.call('no.such', {})
+  // onSignal(kind) narrows the handler's signal.
+  conn.onSignal('run:end', (s) => {
+    assertType<Equal<typeof s.ok, boolean>>(true)
+    // @ts-expect-error: a run:end has no event.
+    void s.event
+  })
+  conn.onSignal((s: WireSignal) => {
+    if (s.kind === 'run:end') {
+      assertType<Equal<typeof s.runId, string>>(true)
+      assertType<Equal<typeof s.ok, boolean>>(true)
+    }
+    // @ts-expect-error: not narrowed outside the check.
+    void s.ok
+  })
 }
 void callTypes
 

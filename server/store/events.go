@@ -110,38 +110,65 @@ func (s *Store) LoadEventsPage(ctx context.Context, sessionID string, before *in
 	if err != nil {
 		return Page{}, err
 	}
+	// One statement, one round trip and one snapshot: the session's turn count, then the page's
+	// rows. A row's pos is the number of events before it, so the page's first pos is Start (no
+	// count of the earlier events) — the paging figure of docs/benchmarks.md.
+	var upperArg any
+	if before != nil {
+		upperArg = *before
+	}
 	var p Page
 	err = s.withConn(ctx, "load events page", func(ctx context.Context, c *pgxpool.Conn) error {
-		// One snapshot for the counters and the rows.
-		tx, err := c.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+		rows, err := c.Query(ctx, `
+			WITH sess AS (SELECT turn_count FROM sessions WHERE id = $1),
+			     bounds AS (
+			       SELECT turn_count,
+			              LEAST(turn_count, GREATEST(COALESCE($2::int, turn_count), 0)) AS upper
+			         FROM sess)
+			SELECT b.turn_count, b.upper, e.pos, e.session_id::text, e.turn_id, e.kind, e.body
+			  FROM bounds b
+			  LEFT JOIN events e
+			    ON e.session_id = $1
+			   AND e.turn_pos >= CASE WHEN $3::int > 0 THEN GREATEST(b.upper - $3::int, 0) ELSE 0 END
+			   AND e.turn_pos < b.upper
+			 ORDER BY e.pos`, u, upperArg, limit)
 		if err != nil {
 			return err
 		}
-		defer tx.Rollback(ctx) //nolint:errcheck // read-only
-		if err := tx.QueryRow(ctx, `SELECT turn_count FROM sessions WHERE id = $1`, u).Scan(&p.Turns); err != nil {
+		defer rows.Close()
+		found := false
+		p.Events = []EventRow{}
+		for rows.Next() {
+			found = true
+			var upper int
+			var pos *int
+			var sid, turn, kind, body *string
+			if err := rows.Scan(&p.Turns, &upper, &pos, &sid, &turn, &kind, &body); err != nil {
+				return err
+			}
+			p.FirstTurn = 0
+			if limit > 0 {
+				p.FirstTurn = max(upper-limit, 0)
+			}
+			if pos == nil { // the session has no events in range
+				continue
+			}
+			if len(p.Events) == 0 {
+				p.Start = *pos
+			}
+			p.Events = append(p.Events, EventRow{SessionID: *sid, TurnID: *turn, Kind: *kind, Body: []byte(*body)})
+		}
+		if err := rows.Err(); err != nil {
 			return err
 		}
-		upper := p.Turns
-		if before != nil && *before < upper {
-			upper = max(*before, 0)
+		if !found {
+			return pgx.ErrNoRows
 		}
-		p.FirstTurn = 0
-		if limit > 0 {
-			p.FirstTurn = max(upper-limit, 0)
+		if len(p.Events) == 0 {
+			// An empty page starts after every event before its first turn.
+			return c.QueryRow(ctx, `SELECT count(*) FROM events WHERE session_id = $1 AND turn_pos < $2`, u, p.FirstTurn).Scan(&p.Start)
 		}
-		if err := tx.QueryRow(ctx,
-			`SELECT count(*) FROM events WHERE session_id = $1 AND turn_pos < $2`, u, p.FirstTurn).Scan(&p.Start); err != nil {
-			return err
-		}
-		rows, err := tx.Query(ctx, `
-			SELECT session_id::text, turn_id, kind, body FROM events
-			 WHERE session_id = $1 AND turn_pos >= $2 AND turn_pos < $3
-			 ORDER BY pos`, u, p.FirstTurn, upper)
-		if err != nil {
-			return err
-		}
-		p.Events, err = collectEvents(rows)
-		return err
+		return nil
 	})
 	return p, err
 }

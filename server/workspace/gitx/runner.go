@@ -219,9 +219,6 @@ func (r *Runner) run(ctx context.Context, c call) ([]byte, int, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, 0, fmt.Errorf("start git: %w", err)
 	}
-	if c.onStart != nil {
-		c.onStart(cmd.Process.Pid)
-	}
 	err := cmd.Wait()
 	if out.over {
 		return nil, 0, ErrTooLarge

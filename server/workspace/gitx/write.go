@@ -196,10 +196,19 @@ func (r *Runner) Clone(ctx context.Context, url, dest string, progress func(Prog
 	if err != nil {
 		return err
 	}
-	if err := unix.Renameat2(unix.AT_FDCWD, into, unix.AT_FDCWD, dest, unix.RENAME_NOREPLACE); err != nil {
-		if errors.Is(err, unix.EEXIST) {
+	err = unix.Renameat2(unix.AT_FDCWD, into, unix.AT_FDCWD, dest, unix.RENAME_NOREPLACE)
+	if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS) {
+		// A file system without RENAME_NOREPLACE: check, then rename (a folder created in
+		// between and left empty is replaced; a non-empty one makes the rename fail).
+		if _, lerr := os.Lstat(dest); lerr == nil {
 			return fmt.Errorf("%w: %s", ErrExists, dest)
 		}
+		err = os.Rename(into, dest)
+	}
+	if errors.Is(err, unix.EEXIST) || errors.Is(err, unix.ENOTEMPTY) {
+		return fmt.Errorf("%w: %s", ErrExists, dest)
+	}
+	if err != nil {
 		return fmt.Errorf("move the clone into place: %w", err)
 	}
 	return nil

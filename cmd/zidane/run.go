@@ -1,0 +1,343 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/zidane-server/zidane/client"
+	"github.com/zidane-server/zidane/protocol"
+)
+
+// mintHint says how to get a chat token.
+const mintHint = "mint one on the server's machine with `zidane-server token create --name cli --scope chat` and set ZIDANE_TOKEN"
+
+// target is where the CLI connects and where that came from.
+type target struct {
+	url, token string
+	daemonFile string // the daemon.json read, "" when ZIDANE_URL was set
+}
+
+func resolveTarget(o promptOptions, stderr io.Writer) (target, int) {
+	t := target{url: os.Getenv("ZIDANE_URL"), token: os.Getenv("ZIDANE_TOKEN")}
+	if t.url == "" {
+		// A local server: its daemon.json names the URL and a chat token.
+		d, err := client.ReadDaemonFile(o.dataDir)
+		if err != nil {
+			fmt.Fprintln(stderr, "zidane:", err)
+			return t, exitUsage
+		}
+		t.url = d.URL
+		t.daemonFile = filepath.Join(o.dataDir, client.DaemonFileName)
+		if t.token == "" {
+			t.token = d.Token
+		}
+	}
+	if t.token == "" {
+		fmt.Fprintln(stderr, "zidane: set ZIDANE_TOKEN:", mintHint)
+		return t, exitUsage
+	}
+	return t, exitOK
+}
+
+// explain turns a client error into what the user should know and do.
+func explain(t target, err error) string {
+	var hc *client.HostChangedError
+	switch {
+	case errors.Is(err, client.ErrUnauthorized):
+		if t.daemonFile != "" && os.Getenv("ZIDANE_TOKEN") == "" {
+			return fmt.Sprintf("the server refused the local token of %s (401): the file is stale; restart the server, or %s", t.daemonFile, mintHint)
+		}
+		return "the server refused the token (401): it is unknown or revoked; " + mintHint
+	case errors.Is(err, client.ErrForbidden):
+		return fmt.Sprintf("the server refused the connection (403 forbidden): %v", err)
+	case errors.As(err, &hc):
+		return err.Error()
+	case t.daemonFile != "" && !errors.Is(err, client.ErrDisconnected) && strings.Contains(err.Error(), "dial"):
+		return fmt.Sprintf("no server answers at %s, which %s names: %v. The file is stale if that server is gone: start it again (`make run` or `zidane-server start`), or set ZIDANE_URL and ZIDANE_TOKEN", t.url, t.daemonFile, err)
+	}
+	return err.Error()
+}
+
+// runPrompt sends the prompt and prints its run; it returns the exit code.
+func runPrompt(o promptOptions, stdout, stderr io.Writer) int {
+	t, code := resolveTarget(o, stderr)
+	if code != exitOK {
+		return code
+	}
+	interrupts := make(chan os.Signal, 2)
+	signal.Notify(interrupts, os.Interrupt)
+	defer signal.Stop(interrupts)
+	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
+	defer cancel()
+	// Until the run is known (chat.send answered) a Ctrl-C cannot name it: before chat.send it
+	// stops the CLI; while chat.send is in flight it waits (bounded) for the answer, then cancels
+	// the run; a second Ctrl-C stops at once.
+	setupCtx, setupCancel := context.WithCancel(ctx)
+	defer setupCancel()
+	var sending, early atomic.Bool
+	setupDone, watcherDone := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(watcherDone)
+		for {
+			select {
+			case <-interrupts:
+				if early.Load() || !sending.Load() {
+					setupCancel()
+					return
+				}
+				early.Store(true)
+				fmt.Fprintln(stderr, "\nzidane: cancelling the run once the server has started it (Ctrl-C again to exit at once)…")
+				time.AfterFunc(o.cancelWait, setupCancel)
+			case <-setupDone:
+				return
+			case <-setupCtx.Done():
+				return
+			}
+		}
+	}()
+	closeClient := true // an exit on Ctrl-C does not wait for the close handshake
+	wasDown := false
+	c, err := client.Dial(setupCtx, t.url, client.Options{Token: t.token, AppVersion: "zidane-cli " + Version, OnState: func(s client.StateChange) {
+		switch s.State {
+		case client.StateReconnecting:
+			fmt.Fprintf(stderr, "zidane: %v; reconnecting in %s\n", s.Err, s.Delay.Round(10*time.Millisecond))
+			wasDown = true
+		case client.StateConnected:
+			if wasDown {
+				fmt.Fprintln(stderr, "zidane: reconnected; resuming the session")
+			}
+		}
+	}})
+	if err != nil {
+		if setupCtx.Err() != nil && ctx.Err() == nil {
+			fmt.Fprintln(stderr, "zidane: interrupted")
+			return exitInterrupted
+		}
+		fmt.Fprintln(stderr, "zidane:", explain(t, err))
+		return exitFailed
+	}
+
+	defer func() {
+		if closeClient {
+			c.Close()
+		}
+	}()
+	sid := o.sessionID
+	if sid == "" {
+		s, err := c.SessionsCreate(setupCtx, &protocol.SessionsCreateParams{})
+		if err != nil {
+			return setupFailed(setupCtx, ctx, t, stderr, "create session", err)
+		}
+		sid = s.ID
+		c.Follow(sid, 0)
+		fmt.Fprintf(stderr, "session %s (continue it with --session %s)\n", sid, sid)
+	} else {
+		c.Follow(sid, client.FromNow)
+	}
+	var res *protocol.ChatSendResult
+	sending.Store(true)
+	for {
+		res, err = c.ChatSend(setupCtx, &protocol.ChatSendParams{SessionID: sid, Prompt: o.prompt})
+		if errors.Is(err, client.ErrNotConnected) {
+			// Not sent: wait for the connection and send it (once).
+			if werr := c.WaitConnected(setupCtx); werr == nil {
+				continue
+			}
+		}
+		break
+	}
+	close(setupDone)
+	<-watcherDone
+	if err != nil {
+		closeClient = false
+		return setupFailed(setupCtx, ctx, t, stderr, "send", err)
+	}
+	p := &printer{out: stdout, stderr: stderr, sid: sid, runID: res.RunID, prompt: o.prompt, asJSON: o.asJSON}
+	p.enc = json.NewEncoder(stdout)
+	p.enc.SetEscapeHTML(false)
+
+	var cancelDeadline <-chan time.Time
+	cancelling := false
+	startCancel := func() {
+		cancelling = true
+		p.cancelling = true
+		cancelDeadline = time.After(o.cancelWait)
+		go sendCancel(c, sid, res.RunID, o.cancelWait, stderr)
+	}
+	if early.Load() {
+		startCancel()
+	}
+	for {
+		select {
+		case ev, ok := <-c.Signals():
+			if !ok {
+				fmt.Fprintln(stderr, "zidane: the connection ended before the run did:", explain(t, c.Err()))
+				return exitFailed
+			}
+			if done, code := p.take(ev); done {
+				if cancelling {
+					fmt.Fprintln(stderr, "zidane: the run was cancelled on the server")
+					return exitInterrupted
+				}
+				return code
+			}
+		case <-interrupts:
+			if cancelling {
+				fmt.Fprintln(stderr, "zidane: interrupted again; exiting without waiting")
+				closeClient = false
+				return exitInterrupted
+			}
+			fmt.Fprintf(stderr, "\nzidane: cancelling the run (Ctrl-C again to exit at once)…\n")
+			startCancel()
+		case <-cancelDeadline:
+			fmt.Fprintf(stderr, "zidane: the run did not end within %s of the cancel; exiting\n", o.cancelWait)
+			return exitInterrupted
+		case <-ctx.Done():
+			fmt.Fprintf(stderr, "zidane: gave up after %s (--timeout); the run goes on on the server\n", o.timeout)
+			return exitFailed
+		}
+	}
+}
+
+func setupFailed(setupCtx, ctx context.Context, t target, stderr io.Writer, what string, err error) int {
+	if setupCtx.Err() != nil && ctx.Err() == nil {
+		fmt.Fprintln(stderr, "zidane: interrupted")
+		return exitInterrupted
+	}
+	fmt.Fprintf(stderr, "zidane: %s: %s\n", what, explain(t, err))
+	return exitFailed
+}
+
+// sendCancel asks the server to stop the run, waiting for a connection if it is down.
+func sendCancel(c *client.Client, sid, runID string, wait time.Duration, stderr io.Writer) {
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	for {
+		_, err := c.ChatCancel(ctx, &protocol.ChatCancelParams{SessionID: sid, RunID: &runID})
+		if err == nil || ctx.Err() != nil {
+			return
+		}
+		if errors.Is(err, client.ErrDisconnected) {
+			if c.WaitConnected(ctx) == nil {
+				continue // a cancel is safe to send again: a second one is a no-op
+			}
+			return
+		}
+		fmt.Fprintln(stderr, "zidane: cancel:", err)
+		return
+	}
+}
+
+// printer prints the signals of one run of one session (field case B36): the run is bracketed by
+// its run:start and run:end (runId); a signal that names another run is not printed.
+type printer struct {
+	out, stderr io.Writer
+	enc         *json.Encoder
+	sid, runID  string
+	prompt      string
+	asJSON      bool
+	cancelling  bool // the CLI cancelled the run: its run:end error is expected
+	inRun       bool
+	ended       bool
+	lastText    bool
+	printed     strings.Builder // the markdown text printed so far (text mode)
+}
+
+// take handles one item of the signal stream; done reports the run's end, with the exit code.
+func (p *printer) take(ev client.SignalEvent) (done bool, code int) {
+	if ev.SessionID != p.sid {
+		return false, 0
+	}
+	if ev.Reload != nil {
+		return p.reload(ev.Reload)
+	}
+	var head struct {
+		RunID string `json:"runId"`
+	}
+	_ = json.Unmarshal(ev.Raw, &head)
+	if head.RunID != "" && head.RunID != p.runID {
+		return false, 0 // another run of the session
+	}
+	if _, ok := ev.Signal.(*protocol.RunStartSignal); ok {
+		p.inRun = true
+	}
+	if !p.inRun && head.RunID == "" {
+		return false, 0 // before this run started (an earlier run of the session)
+	}
+	if p.asJSON {
+		p.enc.Encode(ev.Raw)
+	}
+	switch s := ev.Signal.(type) {
+	case *protocol.EventSignal:
+		if m, ok := s.Event.(*protocol.MarkdownEvent); ok && !p.asJSON {
+			fmt.Fprint(p.out, m.Text)
+			p.printed.WriteString(m.Text)
+			p.lastText = true
+		}
+	case *protocol.TurnEndSignal:
+		p.endLine()
+	case *protocol.RunEndSignal:
+		p.endLine()
+		p.inRun = false
+		if !s.OK && !p.cancelling {
+			msg := "the run failed"
+			if s.Error != nil {
+				msg = *s.Error
+			}
+			fmt.Fprintln(p.stderr, "zidane:", msg)
+			return true, exitFailed
+		}
+		return true, exitOK
+	}
+	return false, 0
+}
+
+func (p *printer) endLine() {
+	if p.lastText && !p.asJSON {
+		fmt.Fprintln(p.out)
+		p.lastText = false
+	}
+}
+
+// reload handles a reloaded transcript: after a restart (epoch) the run is gone; after a gap the
+// text of the run that the CLI missed is printed from the transcript.
+func (p *printer) reload(r *client.Reload) (bool, int) {
+	if r.Reason == "epoch" && p.inRun {
+		fmt.Fprintln(p.stderr, "zidane: the server restarted while the run was going on; the run did not finish")
+		return true, exitFailed
+	}
+	fmt.Fprintf(p.stderr, "zidane: the server could not replay what this connection missed (%s); reloaded the transcript\n", r.Reason)
+	if p.asJSON || !p.inRun {
+		return false, 0
+	}
+	start := -1
+	for i, e := range r.Events {
+		if u, ok := e.(*protocol.UserPromptEvent); ok && u.Text == p.prompt {
+			start = i
+		}
+	}
+	if start < 0 {
+		return false, 0
+	}
+	var text strings.Builder
+	for _, e := range r.Events[start+1:] {
+		if m, ok := e.(*protocol.MarkdownEvent); ok {
+			text.WriteString(m.Text)
+		}
+	}
+	if rest, ok := strings.CutPrefix(text.String(), p.printed.String()); ok && rest != "" {
+		fmt.Fprint(p.out, rest)
+		p.printed.WriteString(rest)
+		p.lastText = true
+	}
+	return false, 0
+}

@@ -1,0 +1,143 @@
+// createServerHost: a ChatHost over zidane-server's protocol through createServerClient (client seed:
+// "zidane-server, over WebSocket").
+import { createSessionStreams, type FrameScheduler } from '../chat/streams.js'
+import { createServerClient, type ConnectionState, type ServerClient, type ServerClientOptions } from '../client/client.js'
+import { ClosedError } from '../client/errors.js'
+import type { Session, WireSignal } from '../protocol.js'
+import { createStore, type ReadableStore } from '../store.js'
+import type { ChatHost, HostSession, PendingInteraction } from './types.js'
+
+/** Options of createServerHost: the client's options, or a client to share. */
+export type ServerHostOptions = (Omit<ServerClientOptions, 'clock'> & { cwd?: string; frames?: FrameScheduler | false }) | { client: ServerClient; cwd?: string; frames?: FrameScheduler | false }
+
+/** A ChatHost on zidane-server. */
+export interface ServerHost extends ChatHost {
+  readonly client: ServerClient
+  /** The connection's state. */
+  readonly connection: ReadableStore<ConnectionState>
+  /** Reads the session list again (connects first if the client waits to retry). */
+  refresh(): Promise<void>
+}
+
+function toHostSession(s: Session): HostSession {
+  return Object.freeze({ id: s.id, title: s.title, status: s.status, createdAt: s.createdAt, updatedAt: s.updatedAt })
+}
+
+/** Creates a server host and starts connecting (unless given a client). */
+export function createServerHost(options: ServerHostOptions): ServerHost {
+  const owned = !('client' in options)
+  const client = 'client' in options ? options.client : createServerClient(options)
+  const streams = createSessionStreams({ frames: options.frames ?? undefined, loadEvents: (p) => client.call('sessions.loadEvents', p) } as Parameters<typeof createSessionStreams>[0])
+  const sessions = createStore<readonly HostSession[]>(Object.freeze([]))
+  const interactions = createStore<readonly PendingInteraction[]>(Object.freeze([]))
+  const opened = new Map<string, { unfollow: () => void; loaded: Promise<void>; resolve: () => void }>()
+  let closed = false
+
+  function setStatus(sessionId: string, status: string) {
+    const list = sessions.get()
+    const i = list.findIndex((s) => s.id === sessionId)
+    if (i < 0 || list[i]!.status === status) return
+    const next = list.slice()
+    next[i] = Object.freeze({ ...list[i]!, status })
+    sessions.set(Object.freeze(next))
+  }
+
+  const offSignal = client.onSignal((s: WireSignal) => {
+    if (s.kind === 'run:start') setStatus(s.sessionId, 'running')
+    else if (s.kind === 'run:end') setStatus(s.sessionId, s.ok || s.interrupted ? 'idle' : 'error')
+    const id = (s as { sessionId?: string }).sessionId
+    if (id !== undefined && opened.has(id)) streams.apply(s)
+  })
+  const offResync = client.onResync((r) => {
+    const o = opened.get(r.sessionId)
+    if (!o) return
+    streams.reset(r.sessionId, r.page)
+    o.resolve()
+  })
+  // Each (re)connect reads the list again: sessions may have changed while the connection was down.
+  let wasOpen = false
+  const offState = client.connection.subscribe((s) => {
+    const open = s.status === 'open'
+    if (open && !wasOpen) void host.refresh().catch(() => {})
+    wasOpen = open
+  })
+
+  function guard() {
+    if (closed) throw new ClosedError('The host was closed.')
+  }
+
+  function openSession(sessionId: string, fresh: boolean): Promise<void> {
+    const cur = opened.get(sessionId)
+    if (cur) return cur.loaded
+    let resolve!: () => void
+    const loaded = new Promise<void>((r) => (resolve = r))
+    const entry = { unfollow: () => {}, loaded, resolve }
+    opened.set(sessionId, entry)
+    if (fresh) {
+      streams.reset(sessionId, { events: [], start: 0, exact: true })
+      entry.unfollow = client.follow(sessionId, { fresh: true })
+      resolve()
+    } else {
+      entry.unfollow = client.follow(sessionId, { load: true })
+    }
+    return loaded
+  }
+
+  const ready = client.ready.then(() => undefined)
+  ready.catch(() => {})
+
+  const host: ServerHost = {
+    client,
+    connection: client.connection,
+    ready,
+    streams,
+    sessions: { get: sessions.get, subscribe: sessions.subscribe },
+    interactions: { get: interactions.get, subscribe: interactions.subscribe },
+    async refresh() {
+      guard()
+      if (client.connection.get().status === 'retrying') client.reconnect()
+      const res = await client.call('sessions.list', {})
+      if (closed) return
+      sessions.set(Object.freeze(res.sessions.map(toHostSession)))
+    },
+    async createSession(opts = {}) {
+      guard()
+      const params: { cwd: string; title?: string } = { cwd: opts.cwd ?? ('cwd' in options && options.cwd !== undefined ? options.cwd : '') }
+      if (opts.title !== undefined) params.title = opts.title
+      const s = toHostSession(await client.call('sessions.create', params))
+      sessions.set(Object.freeze([s, ...sessions.get().filter((x) => x.id !== s.id)]))
+      await openSession(s.id, true)
+      return s
+    },
+    open(sessionId) {
+      guard()
+      return openSession(sessionId, false)
+    },
+    async send(sessionId, prompt) {
+      guard()
+      await openSession(sessionId, false)
+      return client.call('chat.send', { sessionId, prompt })
+    },
+    async cancel(sessionId, runId) {
+      guard()
+      await client.call('chat.cancel', runId !== undefined ? { sessionId, runId } : { sessionId })
+    },
+    async answer(interactionId, answer) {
+      guard()
+      // The server has no questions yet: a server without the method answers NotOfferedError.
+      await client.callDynamic('interactions.answer', { interactionId, answer })
+    },
+    close() {
+      if (closed) return
+      closed = true
+      offSignal()
+      offResync()
+      offState()
+      for (const o of opened.values()) o.unfollow()
+      opened.clear()
+      streams.dispose()
+      if (owned) client.close()
+    },
+  }
+  return host
+}

@@ -1,0 +1,384 @@
+// createSessionStreams: the session stream store for a client of many concurrent sessions
+// (client seed: per-session subscriptions, smooth streaming per (session, owner) on an injected frame
+// scheduler, lazy scrollback with loadEarlier, run-end compaction).
+import type { SessionsLoadEventsParams, SessionsLoadEventsResult, StreamEvent, WireSignal } from '../protocol.js'
+import { applyLiveEvent, closeOpenBlock, isOpenBlock } from './reducer.js'
+
+/** Schedules a callback for the next frame: requestAnimationFrame in a page, a fake in tests. */
+export interface FrameScheduler {
+  request(callback: () => void): unknown
+  cancel(handle: unknown): void
+}
+
+/** Where a session's scrollback stands. */
+export interface SessionPage {
+  /** An older page can be loaded (loadEarlier). */
+  readonly hasMore: boolean
+  /** A loadEarlier request runs. */
+  readonly loading: boolean
+  /** How many transcript events come before the first loaded row. */
+  readonly start: number
+  /** The before cursor of the next older page (a turn position), when hasMore. */
+  readonly cursor?: number
+  /** The last loadEarlier failure's message. */
+  readonly error?: string
+}
+
+/** One session as readers see it. A new object after every change of the session, never mutated. */
+export interface SessionSnapshot {
+  /** The transcript rows, merged by applyLiveEvent; an open block may show a prefix while it is revealed. */
+  readonly events: readonly StreamEvent[]
+  /** A run is in progress (between run:start and run:end). */
+  readonly running: boolean
+  /** The running (or last) run's id. */
+  readonly runId?: string
+  /** idle, running or error (the last run failed). */
+  readonly status: 'idle' | 'running' | 'error'
+  readonly page: SessionPage
+}
+
+/** Loads a page of a session's transcript (sessions.loadEvents). */
+export type LoadEvents = (params: SessionsLoadEventsParams) => Promise<SessionsLoadEventsResult>
+
+/** What createSessionStreams can attach to: a ServerClient fits. */
+export interface StreamSource {
+  onSignal(handler: (signal: WireSignal) => void): () => void
+  onResync(handler: (r: { sessionId: string; page: SessionsLoadEventsResult }) => void): () => void
+  call(method: 'sessions.loadEvents', params: SessionsLoadEventsParams): Promise<SessionsLoadEventsResult>
+}
+
+/** Options of createSessionStreams. */
+export interface SessionStreamsOptions {
+  /** Feed the store from this client's signals and resyncs, and page through it. */
+  client?: StreamSource
+  /** Pages older events (default: the client's sessions.loadEvents). */
+  loadEvents?: LoadEvents
+  /** The frame scheduler for smooth streaming; default requestAnimationFrame (or a 16 ms timer); false reveals at once. */
+  frames?: FrameScheduler | false
+  /** Turns per loadEarlier page (default 50). */
+  pageSize?: number
+}
+
+/** The session stream store. */
+export interface SessionStreams {
+  /** Applies one signal (event, run:start, turn:end, run:end; others are ignored). */
+  apply(signal: WireSignal): void
+  /** Replaces a session's transcript with a loaded page (sessions.loadEvents). */
+  reset(sessionId: string, page: SessionsLoadEventsResult): void
+  /** The session's transcript rows (the snapshot's events). */
+  transcript(sessionId: string): readonly StreamEvent[]
+  /** The session's snapshot; one shared empty snapshot for a session the store has not seen. */
+  getSnapshot(sessionId: string): SessionSnapshot
+  /** Calls listener after each change of that session only. */
+  subscribe(sessionId: string, listener: () => void): () => void
+  /** How many listeners a session has (tests, diagnostics). */
+  subscriberCount(sessionId: string): number
+  /** Loads the next older page; no request when there is none or one runs (its promise is returned). */
+  loadEarlier(sessionId: string): Promise<void>
+  /** Run-end compaction: flushes the reveal and closes open blocks; loaded pages and the cursor stay. */
+  compact(sessionId: string): void
+  /** Feeds the store from a client; returns a function that detaches it. */
+  attach(client: StreamSource): () => void
+  /** Stops frames and detaches; later writes are ignored. */
+  dispose(): void
+}
+
+const EMPTY_PAGE: SessionPage = Object.freeze({ hasMore: false, loading: false, start: 0 })
+const EMPTY_EVENTS: readonly StreamEvent[] = Object.freeze([])
+/** The snapshot of every session the store has not seen: the same reference on every call (C24). */
+export const EMPTY_SESSION: SessionSnapshot = Object.freeze({ events: EMPTY_EVENTS, running: false, status: 'idle', page: EMPTY_PAGE })
+
+interface State {
+  rows: readonly StreamEvent[]
+  snapshot: SessionSnapshot
+  /** Smooth streaming of the open block: its owner (kind and turn) and the characters shown. */
+  reveal?: { owner: string; shown: number } | undefined
+  loading?: Promise<void> | undefined
+  /** Counts resets, so a page that answers after a reset is dropped. */
+  version: number
+}
+
+declare const setTimeout: (fn: () => void, ms: number) => unknown
+declare const clearTimeout: (handle: unknown) => void
+
+function defaultFrames(): FrameScheduler {
+  const g = globalThis as { requestAnimationFrame?: (cb: () => void) => unknown; cancelAnimationFrame?: (h: unknown) => void }
+  if (typeof g.requestAnimationFrame === 'function' && typeof g.cancelAnimationFrame === 'function') {
+    return { request: (cb) => g.requestAnimationFrame!(cb), cancel: (h) => g.cancelAnimationFrame!(h) }
+  }
+  return { request: (cb) => setTimeout(cb, 16), cancel: (h) => clearTimeout(h) }
+}
+
+/** Creates the store. */
+export function createSessionStreams(options: SessionStreamsOptions = {}): SessionStreams {
+  const states = new Map<string, State>()
+  const listeners = new Map<string, Set<() => void>>()
+  const frames = options.frames === false ? undefined : (options.frames ?? defaultFrames())
+  const pageSize = options.pageSize ?? 50
+  let loader: LoadEvents | undefined = options.loadEvents ?? (options.client ? (p) => options.client!.call('sessions.loadEvents', p) : undefined)
+  const revealing = new Set<string>()
+  let frame: unknown
+  let disposed = false
+  const detachers: Array<() => void> = []
+
+  function state(id: string): State {
+    let s = states.get(id)
+    if (!s) {
+      s = { rows: EMPTY_EVENTS, snapshot: EMPTY_SESSION, version: 0 }
+      states.set(id, s)
+    }
+    return s
+  }
+
+  function notify(id: string) {
+    const ls = listeners.get(id)
+    if (!ls) return
+    for (const l of [...ls]) l()
+  }
+
+  /** The rows as shown: an open block being revealed is cut to the characters shown so far. */
+  function visible(s: State): readonly StreamEvent[] {
+    const r = s.reveal
+    if (r === undefined) return s.rows
+    const last = s.rows[s.rows.length - 1]
+    if (last === undefined || !isOpenBlock(last) || r.shown >= last.text.length) return s.rows
+    const out = s.rows.slice(0, -1)
+    if (r.shown > 0) out.push({ ...last, text: last.text.slice(0, r.shown) })
+    return out
+  }
+
+  function publish(id: string, s: State, patch: Partial<SessionSnapshot> = {}) {
+    const events = visible(s)
+    const prev = s.snapshot
+    const next: SessionSnapshot = {
+      events: events === prev.events ? prev.events : events,
+      running: patch.running ?? prev.running,
+      status: patch.status ?? prev.status,
+      page: patch.page ?? prev.page,
+      ...(('runId' in patch ? patch.runId : prev.runId) !== undefined ? { runId: ('runId' in patch ? patch.runId : prev.runId)! } : {}),
+    }
+    if (next.events === prev.events && next.running === prev.running && next.status === prev.status && next.page === prev.page && next.runId === prev.runId) return
+    s.snapshot = Object.freeze(next)
+    notify(id)
+  }
+
+  function flushReveal(id: string, s: State) {
+    s.reveal = undefined
+    revealing.delete(id)
+  }
+
+  function schedule() {
+    if (frame !== undefined || frames === undefined || disposed) return
+    frame = frames.request(tick)
+  }
+
+  function tick() {
+    frame = undefined
+    if (disposed) return
+    for (const id of [...revealing]) {
+      const s = states.get(id)
+      const last = s?.rows[s.rows.length - 1]
+      if (!s || !s.reveal || last === undefined || !isOpenBlock(last)) {
+        revealing.delete(id)
+        if (s) {
+          s.reveal = undefined
+          publish(id, s)
+        }
+        continue
+      }
+      const backlog = last.text.length - s.reveal.shown
+      s.reveal.shown += Math.max(4, Math.ceil(backlog / 6))
+      if (s.reveal.shown >= last.text.length) flushReveal(id, s)
+      publish(id, s)
+    }
+    if (revealing.size > 0) schedule()
+  }
+
+  function applyEvent(id: string, s: State, event: StreamEvent) {
+    const before = s.rows[s.rows.length - 1]
+    s.rows = applyLiveEvent(s.rows, event)
+    const last = s.rows[s.rows.length - 1]!
+    const smooth = frames !== undefined && (listeners.get(id)?.size ?? 0) > 0 && isOpenBlock(last)
+    if (!smooth) {
+      flushReveal(id, s)
+      publish(id, s)
+      return
+    }
+    const owner = `${last.kind}:${last.turnId}`
+    if (s.reveal === undefined || s.reveal.owner !== owner) {
+      // Extending a block shown whole so far keeps it shown; a new block starts hidden. A block
+      // before it is closed now and shown whole (only the last row is ever cut).
+      const extended = before !== undefined && isOpenBlock(before) && `${before.kind}:${before.turnId}` === owner
+      s.reveal = { owner, shown: extended ? before.text.length : 0 }
+    }
+    revealing.add(id)
+    schedule()
+    publish(id, s)
+  }
+
+  function compactState(id: string, s: State) {
+    flushReveal(id, s)
+    s.rows = closeOpenBlock(s.rows).slice()
+  }
+
+  const streams: SessionStreams = {
+    apply(signal) {
+      if (disposed) return
+      const id = (signal as { sessionId?: unknown }).sessionId
+      if (typeof id !== 'string') return
+      switch (signal.kind) {
+        case 'event': {
+          const s = state(id)
+          applyEvent(id, s, signal.event)
+          return
+        }
+        case 'run:start': {
+          const s = state(id)
+          publish(id, s, { running: true, status: 'running', runId: signal.runId })
+          return
+        }
+        case 'turn:end': {
+          const s = state(id)
+          flushReveal(id, s)
+          s.rows = closeOpenBlock(s.rows)
+          publish(id, s)
+          return
+        }
+        case 'run:end': {
+          const s = state(id)
+          compactState(id, s)
+          publish(id, s, { running: false, status: signal.ok || signal.interrupted ? 'idle' : 'error', runId: signal.runId })
+          return
+        }
+        default:
+          return
+      }
+    },
+    reset(sessionId, page) {
+      if (disposed) return
+      const s = state(sessionId)
+      flushReveal(sessionId, s)
+      s.version++
+      s.loading = undefined
+      s.rows = Object.freeze(page.events.slice())
+      const p: SessionPage = page.cursor !== undefined ? { hasMore: true, loading: false, start: page.start, cursor: page.cursor } : { hasMore: false, loading: false, start: page.start }
+      publish(sessionId, s, { page: Object.freeze(p) })
+    },
+    transcript(sessionId) {
+      return streams.getSnapshot(sessionId).events
+    },
+    getSnapshot(sessionId) {
+      return states.get(sessionId)?.snapshot ?? EMPTY_SESSION
+    },
+    subscribe(sessionId, listener) {
+      let set = listeners.get(sessionId)
+      if (!set) {
+        set = new Set()
+        listeners.set(sessionId, set)
+      }
+      const entry = () => listener()
+      set.add(entry)
+      return () => {
+        const cur = listeners.get(sessionId)
+        if (!cur) return
+        cur.delete(entry)
+        if (cur.size === 0) {
+          listeners.delete(sessionId)
+          // Nobody watches: show the rest of the text now instead of animating it for no one (C21).
+          const s = states.get(sessionId)
+          if (s?.reveal !== undefined && !disposed) {
+            flushReveal(sessionId, s)
+            publish(sessionId, s)
+          }
+        }
+      }
+    },
+    subscriberCount(sessionId) {
+      return listeners.get(sessionId)?.size ?? 0
+    },
+    loadEarlier(sessionId) {
+      const s = states.get(sessionId)
+      if (disposed || !s || !s.snapshot.page.hasMore) return Promise.resolve()
+      if (s.loading) return s.loading
+      if (!loader) return Promise.reject(new Error('loadEarlier needs a client or a loadEvents option.'))
+      const page = s.snapshot.page
+      const version = s.version
+      publish(sessionId, s, { page: Object.freeze({ ...page, loading: true }) })
+      const params: SessionsLoadEventsParams = { sessionId, limit: pageSize }
+      if (page.cursor !== undefined) params.before = page.cursor
+      const p = loader(params).then(
+        (res) => {
+          if (disposed || s.version !== version) return
+          s.loading = undefined
+          s.rows = Object.freeze([...res.events, ...s.rows])
+          const next: SessionPage = res.cursor !== undefined ? { hasMore: true, loading: false, start: res.start, cursor: res.cursor } : { hasMore: false, loading: false, start: res.start }
+          publish(sessionId, s, { page: Object.freeze(next) })
+        },
+        (err: unknown) => {
+          if (disposed || s.version !== version) return
+          s.loading = undefined
+          publish(sessionId, s, { page: Object.freeze({ ...page, loading: false, error: err instanceof Error ? err.message : String(err) }) })
+          throw err
+        },
+      )
+      s.loading = p
+      return p
+    },
+    compact(sessionId) {
+      const s = states.get(sessionId)
+      if (disposed || !s) return
+      compactState(sessionId, s)
+      publish(sessionId, s)
+    },
+    attach(client) {
+      if (!loader) loader = (p) => client.call('sessions.loadEvents', p)
+      const a = client.onSignal((sig) => streams.apply(sig))
+      const b = client.onResync((r) => streams.reset(r.sessionId, r.page))
+      const detach = () => {
+        a()
+        b()
+      }
+      detachers.push(detach)
+      return detach
+    },
+    dispose() {
+      if (disposed) return
+      disposed = true
+      if (frame !== undefined && frames) frames.cancel(frame)
+      frame = undefined
+      revealing.clear()
+      for (const d of detachers.splice(0)) d()
+    },
+  }
+  if (options.client) streams.attach(options.client)
+  return streams
+}
+
+/** The store's writes as plain functions bound to one store (useSessionStreamActions). */
+export interface SessionStreamActions {
+  apply(signal: WireSignal): void
+  reset(sessionId: string, page: SessionsLoadEventsResult): void
+  loadEarlier(sessionId: string): Promise<void>
+  compact(sessionId: string): void
+}
+
+/** Binds the store's writes; the functions keep their identity for the store's life. */
+export function createSessionStreamActions(streams: SessionStreams): SessionStreamActions {
+  return Object.freeze({
+    apply: (signal: WireSignal) => streams.apply(signal),
+    reset: (sessionId: string, page: SessionsLoadEventsResult) => streams.reset(sessionId, page),
+    loadEarlier: (sessionId: string) => streams.loadEarlier(sessionId),
+    compact: (sessionId: string) => streams.compact(sessionId),
+  })
+}
+
+/** Tools whose calls edit files (useSessionEdits). */
+const EDIT_TOOLS = /^(edit|write|write_file|edit_file|multi_edit|multiedit|apply_patch|create_file|str_replace|patch)$/i
+
+/** True for a tool call that edits a file: an editing tool, or an input naming a path and new content. */
+export function isEditEvent(e: StreamEvent): boolean {
+  if (e.kind !== 'tool') return false
+  if (EDIT_TOOLS.test(e.tool)) return true
+  const input = e.input as Record<string, unknown> | null
+  return input !== null && typeof input === 'object' && typeof input['path'] === 'string' && ('content' in input || 'newText' in input || 'patch' in input)
+}

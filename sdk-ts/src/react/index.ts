@@ -1,0 +1,128 @@
+// @zidane/sdk/react: React bindings of the session stream store, on useSyncExternalStore. Every hook
+// reads one session and subscribes to that session only, so a token in one session renders no reader
+// of another (client cases C24–C27). React is a peer dependency of this entry only.
+import { createContext, createElement, useCallback, useContext, useMemo, useRef, useSyncExternalStore, type ReactNode } from 'react'
+import { createSessionStreamActions, isEditEvent, type SessionPage, type SessionSnapshot, type SessionStreamActions, type SessionStreams } from '../chat/streams.js'
+import type { StreamEvent } from '../protocol.js'
+
+const StreamsContext = createContext<SessionStreams | null>(null)
+
+/** Props of SessionStreamsProvider. */
+export interface SessionStreamsProviderProps {
+  streams: SessionStreams
+  children?: ReactNode
+}
+
+/** Makes a session stream store available to the hooks below it. Swapping streams re-subscribes every hook. */
+export function SessionStreamsProvider(props: SessionStreamsProviderProps): ReactNode {
+  return createElement(StreamsContext.Provider, { value: props.streams }, props.children)
+}
+
+/** The store of the nearest SessionStreamsProvider. */
+export function useSessionStreams(): SessionStreams {
+  const streams = useContext(StreamsContext)
+  if (streams === null) throw new Error('Wrap the tree in <SessionStreamsProvider streams={streams}>.')
+  return streams
+}
+
+/** Subscribes to one session and returns pick(snapshot); re-renders only when that value changes. */
+function useSessionValue<T>(sessionId: string, pick: (s: SessionSnapshot) => T): T {
+  const streams = useSessionStreams()
+  const subscribe = useCallback((onChange: () => void) => streams.subscribe(sessionId, onChange), [streams, sessionId])
+  const get = () => pick(streams.getSnapshot(sessionId))
+  return useSyncExternalStore(subscribe, get, get)
+}
+
+const pickEvents = (s: SessionSnapshot) => s.events
+const pickRunning = (s: SessionSnapshot) => s.running
+const pickPage = (s: SessionSnapshot) => s.page
+
+/** The session's transcript rows. */
+export function useSessionEvents(sessionId: string): readonly StreamEvent[] {
+  return useSessionValue(sessionId, pickEvents)
+}
+
+/** Whether a run of the session is in progress. */
+export function useSessionRunning(sessionId: string): boolean {
+  return useSessionValue(sessionId, pickRunning)
+}
+
+/** The session's scrollback state (hasMore, loading, cursor). */
+export function useSessionPage(sessionId: string): SessionPage {
+  return useSessionValue(sessionId, pickPage)
+}
+
+/** Shallow equality of arrays and plain objects: an isEqual for selectors that build new values. */
+export function shallowEqual(a: unknown, b: unknown): boolean {
+  if (Object.is(a, b)) return true
+  if (typeof a !== 'object' || typeof b !== 'object' || a === null || b === null) return false
+  if (Array.isArray(a) !== Array.isArray(b)) return false
+  const ka = Object.keys(a)
+  const kb = Object.keys(b)
+  if (ka.length !== kb.length) return false
+  for (const k of ka) {
+    if (!Object.prototype.hasOwnProperty.call(b, k) || !Object.is((a as Record<string, unknown>)[k], (b as Record<string, unknown>)[k])) return false
+  }
+  return true
+}
+
+/**
+ * selector(events) of one session. The selection is cached per events reference, so a selector
+ * that builds a new array or object does not loop (C24); with isEqual (for example shallowEqual) an
+ * equal selection keeps the previous reference and the component does not re-render.
+ */
+export function useSessionEventsSelector<T>(sessionId: string, selector: (events: readonly StreamEvent[]) => T, isEqual: (a: T, b: T) => boolean = Object.is): T {
+  const streams = useSessionStreams()
+  const cache = useRef<{ events: readonly StreamEvent[] | undefined; value: T } | null>(null)
+  const latest = useRef(selector)
+  if (latest.current !== selector) {
+    // A new selector (an inline arrow each render): select again once, keeping the old value for isEqual.
+    latest.current = selector
+    if (cache.current !== null) cache.current = { events: undefined, value: cache.current.value }
+  }
+  const subscribe = useCallback((onChange: () => void) => streams.subscribe(sessionId, onChange), [streams, sessionId])
+  const get = (): T => {
+    const events = streams.getSnapshot(sessionId).events
+    const c = cache.current
+    if (c !== null && c.events === events) return c.value
+    const next = latest.current(events)
+    if (c !== null && isEqual(c.value, next)) {
+      cache.current = { events, value: c.value }
+      return c.value
+    }
+    cache.current = { events, value: next }
+    return next
+  }
+  return useSyncExternalStore(subscribe, get, get)
+}
+
+const selectEdits = (events: readonly StreamEvent[]) => events.filter(isEditEvent)
+
+/** The session's events that carry a file edit; re-renders only when that list changes. */
+export function useSessionEdits(sessionId: string): readonly StreamEvent[] {
+  return useSessionEventsSelector(sessionId, selectEdits, shallowEqual)
+}
+
+/** The store's writes as stable functions (createSessionStreamActions); new ones only for another store. */
+export function useSessionStreamActions(): SessionStreamActions {
+  const streams = useSessionStreams()
+  return useMemo(() => createSessionStreamActions(streams), [streams])
+}
+
+/** Reads a session's snapshot without subscribing (for event handlers). */
+export function usePeekSession(): (sessionId: string) => SessionSnapshot {
+  const streams = useSessionStreams()
+  return useCallback((sessionId: string) => streams.getSnapshot(sessionId), [streams])
+}
+
+/** Reads a session's events without subscribing (for event handlers). */
+export function usePeekSessionEvents(): (sessionId: string) => readonly StreamEvent[] {
+  const streams = useSessionStreams()
+  return useCallback((sessionId: string) => streams.getSnapshot(sessionId).events, [streams])
+}
+
+/** Reads whether a session runs, without subscribing (for event handlers). */
+export function usePeekSessionRunning(): (sessionId: string) => boolean {
+  const streams = useSessionStreams()
+  return useCallback((sessionId: string) => streams.getSnapshot(sessionId).running, [streams])
+}
