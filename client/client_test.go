@@ -45,7 +45,7 @@ func newerServer(t *testing.T) *httptest.Server {
 				send(`{"jsonrpc":"2.0","id":` + id + `,"result":{"protocolVersion":17,"minProtocolVersion":16,"negotiatedProtocolVersion":16,"appVersion":"next","pid":1,"startedAt":1,"buildId":"b","codeVersion":"c","hostId":"h","hostKind":"cluster","hostName":"n","signalEpoch":"e","methods":["sessions.get"],"adminCommands":{"token":"t","pair":"p"},"brandNew":{"x":[1,2]}}}`)
 			case "sessions.get":
 				// Signals of kinds this build does not know, and a known signal with an unknown event kind.
-				send(`{"jsonrpc":"2.0","method":"ipc.signal","params":{"kind":"plans:snapshot","sessionId":"s","snapshot":{"plans":[]},"$seq":1}}`)
+				send(`{"jsonrpc":"2.0","method":"ipc.signal","params":{"kind":"future:snapshot","sessionId":"s","snapshot":{"plans":[]},"$seq":1}}`)
 				send(`{"jsonrpc":"2.0","method":"ipc.signal","params":{"kind":"event","sessionId":"s","event":{"kind":"diff","files":2},"$seq":2}}`)
 				send(`{"jsonrpc":"2.0","method":"some.newNotification","params":{}}`)
 				send(`{"jsonrpc":"2.0","id":` + id + `,"result":{"id":"s","title":"t","projectRoot":"/","cwd":"/","agentId":"a","status":"paused","createdAt":1,"updatedAt":2,"archived":false,"hostId":"h","color":"blue"}}`)
@@ -74,7 +74,7 @@ func TestForwardCompatibleClient(t *testing.T) {
 	first := <-c.Signals()
 	u, ok := first.Signal.(*protocol.UnknownSignal)
 	require.True(t, ok)
-	assert.Equal(t, "plans:snapshot", u.Kind)
+	assert.Equal(t, "future:snapshot", u.Kind)
 	assert.Equal(t, int64(1), first.Seq)
 	second := <-c.Signals()
 	ev := second.Signal.(*protocol.EventSignal)

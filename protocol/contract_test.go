@@ -28,11 +28,11 @@ func TestContractCatchesDrift(t *testing.T) {
 // TestForwardCompatibleDecoding: an unknown field, enum value, union kind and signal kind all
 // decode (field cases B24, B25).
 func TestForwardCompatibleDecoding(t *testing.T) {
-	s, err := DecodeSignal([]byte(`{"kind":"plans:snapshot","sessionId":"s","snapshot":{"plans":[],"active":null},"$seq":44}`))
+	s, err := DecodeSignal([]byte(`{"kind":"future:snapshot","sessionId":"s","snapshot":{"plans":[],"active":null},"$seq":44}`))
 	require.NoError(t, err)
 	u, ok := s.(*UnknownSignal)
 	require.True(t, ok)
-	assert.Equal(t, "plans:snapshot", u.SignalKind())
+	assert.Equal(t, "future:snapshot", u.SignalKind())
 
 	s, err = DecodeSignal([]byte(`{"kind":"event","sessionId":"s","runId":"r","event":{"kind":"diff","files":3},"newField":true}`))
 	require.NoError(t, err)

@@ -49,6 +49,7 @@ func (s *Server) publishPresence() {
 		running[id] = true
 	}
 	windows := s.views()
+	waiting := s.gate.Waiting()
 	ids := make([]string, 0, len(running)+len(windows))
 	for id := range running {
 		ids = append(ids, id)
@@ -61,7 +62,7 @@ func (s *Server) publishPresence() {
 	sort.Strings(ids)
 	ps := make([]protocol.SessionPresence, 0, len(ids))
 	for _, id := range ids {
-		ps = append(ps, protocol.SessionPresence{SessionID: id, Running: running[id], Windows: windows[id]})
+		ps = append(ps, protocol.SessionPresence{SessionID: id, Running: running[id], Windows: windows[id], Attention: waiting[id]})
 	}
 	s.hub.publish(&protocol.PresenceChangedSignal{Sessions: ps}, nil, "")
 }

@@ -94,14 +94,21 @@ type audience struct {
 var chatAndAdmin = []protocol.Scope{protocol.ScopeChat, protocol.ScopeAdmin}
 
 var pinnedAudiences = map[string]audience{
-	"run:start":           {chatAndAdmin, protocol.DeliveryAll, true},
-	"event":               {chatAndAdmin, protocol.DeliveryAll, true},
-	"turn:end":            {chatAndAdmin, protocol.DeliveryAll, true},
-	"run:end":             {chatAndAdmin, protocol.DeliveryAll, true},
-	"presence:changed":    {chatAndAdmin, protocol.DeliveryAll, false},
-	"git:clone:progress":  {chatAndAdmin, protocol.DeliveryOrigin, false},
-	"workspace:exec:data": {[]protocol.Scope{protocol.ScopeAdmin}, protocol.DeliveryOrigin, false},
-	"workspace:exec:exit": {[]protocol.Scope{protocol.ScopeAdmin}, protocol.DeliveryOrigin, false},
+	"run:start":            {chatAndAdmin, protocol.DeliveryAll, true},
+	"event":                {chatAndAdmin, protocol.DeliveryAll, true},
+	"turn:end":             {chatAndAdmin, protocol.DeliveryAll, true},
+	"run:end":              {chatAndAdmin, protocol.DeliveryAll, true},
+	"presence:changed":     {chatAndAdmin, protocol.DeliveryAll, false},
+	"approval:request":     {chatAndAdmin, protocol.DeliveryAll, true},
+	"approval:resolved":    {chatAndAdmin, protocol.DeliveryAll, true},
+	"approval:mode":        {chatAndAdmin, protocol.DeliveryAll, true},
+	"interaction:request":  {chatAndAdmin, protocol.DeliveryAll, true},
+	"interaction:resolved": {chatAndAdmin, protocol.DeliveryAll, true},
+	"plans:snapshot":       {chatAndAdmin, protocol.DeliveryAll, true},
+	"queue:changed":        {chatAndAdmin, protocol.DeliveryAll, true},
+	"git:clone:progress":   {chatAndAdmin, protocol.DeliveryOrigin, false},
+	"workspace:exec:data":  {[]protocol.Scope{protocol.ScopeAdmin}, protocol.DeliveryOrigin, false},
+	"workspace:exec:exit":  {[]protocol.Scope{protocol.ScopeAdmin}, protocol.DeliveryOrigin, false},
 }
 
 // exampleSignals reads schema/examples/signal.*.json, by kind.

@@ -399,7 +399,7 @@ func (h tokensHandler) List(ctx context.Context, _ *protocol.TokensListParams) (
 // Revoke implements tokens.revoke; the running server closes the token's connections when the
 // revocation notice arrives.
 func (h tokensHandler) Revoke(ctx context.Context, p *protocol.TokensRevokeParams) (*protocol.TokenInfo, error) {
-	t, err := h.s.store.RevokeToken(ctx, p.Name)
+	t, err := h.s.store.RevokeTokenBy(ctx, p.Name, actorOf(ctx))
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, protocol.NewHandlerFailedError(fmt.Sprintf("No live token named %q; list them with tokens.list.", p.Name))
 	}

@@ -24,6 +24,7 @@ import (
 
 	"github.com/zidane-server/zidane/protocol"
 	"github.com/zidane-server/zidane/server/agent"
+	"github.com/zidane-server/zidane/server/agent/tools"
 	"github.com/zidane-server/zidane/server/store"
 	"github.com/zidane-server/zidane/server/workspace"
 	"github.com/zidane-server/zidane/server/workspace/gitx"
@@ -108,6 +109,11 @@ type Config struct {
 	Limits Limits
 	// Logger logs; default slog.Default().
 	Logger *slog.Logger
+	// ApprovalTimeout is how long a tool approval request waits before it expires as a denial;
+	// default agent.DefaultApprovalTimeout (30 min).
+	ApprovalTimeout time.Duration
+	// Tools holds the agent tools' limits and exec's Launcher (where the OS sandbox plugs in).
+	Tools tools.Config
 	// StepDelay slows the scripted provider between streamed pieces (tests use it to watch a run).
 	StepDelay time.Duration
 	// AllowClone lets chat tokens clone repositories into the workspace roots (git.clone; hello's
@@ -140,6 +146,8 @@ type Server struct {
 	stop      context.CancelFunc
 	connSeq   atomic.Int64
 	runs      *agent.Runtime
+	gate      *agent.Gate     // pending approvals and questions (issue 9)
+	tools     *agent.ToolHost // the agent's tools behind approvals
 	pairs     *pairLimiter
 	metrics   *metrics
 
@@ -212,6 +220,8 @@ func New(ctx context.Context, cfg Config, st *store.Store) (*Server, error) {
 		stop()
 		return nil, err
 	}
+	s.gate = agent.NewGate(st, agentReporter{s}, cfg.ApprovalTimeout)
+	s.tools = &agent.ToolHost{WS: ws, Config: cfg.Tools, Gate: s.gate, Store: st, Reporter: agentReporter{s}, Logger: s.log}
 	s.handlers = &handlers{s: s}
 	s.git = &gitx.Runner{Schemes: cfg.CloneSchemes}
 	s.clones = map[string]*cloneJob{}

@@ -137,6 +137,20 @@ function describeSignal(s: Signal): string {
       return `exec ${s.terminalId} ${s.data.length}`
     case 'workspace:exec:exit':
       return `exit ${s.terminalId} ${s.exitCode ?? s.signal}`
+    case 'approval:request':
+      return `approval ${s.request.tool} ${s.request.summary}`
+    case 'approval:resolved':
+      return `approval ${s.requestId} ${s.resolution}`
+    case 'approval:mode':
+      return `mode ${s.mode}`
+    case 'interaction:request':
+      return `question ${s.request.prompt} ${s.request.options.length}`
+    case 'interaction:resolved':
+      return `question ${s.requestId} ${s.resolution}`
+    case 'queue:changed':
+      return `queue ${s.items.length}`
+    case 'plans:snapshot':
+      return `plans ${s.snapshot.plans.length} ${s.snapshot.active ?? 'none'}`
     default: {
       const unknownKind: never = s
       return `unknown ${(unknownKind as { kind: string }).kind}`
@@ -161,5 +175,5 @@ test('narrowing on kind', () => {
   )
   assert.equal(describeSignal({ kind: 'run:end', sessionId: 's', runId: 'r', ok: false, error: 'boom' }), 'end r boom')
   // A kind from a newer server reaches the default branch instead of throwing.
-  assert.equal(describeSignal({ kind: 'plans:snapshot' } as unknown as Signal), 'unknown plans:snapshot')
+  assert.equal(describeSignal({ kind: 'future:snapshot' } as unknown as Signal), 'unknown future:snapshot')
 })

@@ -94,8 +94,9 @@ type run struct {
 	origin                Origin
 	ctx                   context.Context
 	cancel                context.CancelFunc
-	cancelled             bool // stopped by Cancel (not by shutdown); guarded by Runtime.mu
-	streaming             bool // the provider still runs, so a cancel can stop it; Runtime.mu
+	cancelled             bool      // stopped by Cancel (not by shutdown); guarded by Runtime.mu
+	streaming             bool      // the provider still runs, so a cancel can stop it; Runtime.mu
+	queuedAt              time.Time // when it was queued as a follow-up (queue.list)
 }
 
 // droppedRun is a run that ended before it started: a cancelled or interrupted follow-up, or one
@@ -141,9 +142,11 @@ func (r *Runtime) Start(ctx context.Context, x store.Session, prompt string, ori
 			cancel()
 			return "", &Refusal{fmt.Sprintf("Session %q already has %d prompts waiting; wait for a run:end, then send again.", x.ID, MaxFollowUps)}
 		}
+		ru.queuedAt = time.Now()
 		r.pending[x.ID] = append(r.pending[x.ID], ru)
 		r.wg.Add(1)
 		r.mu.Unlock()
+		r.publishQueue(x.ID)
 		return ru.id, nil
 	}
 	r.active[x.ID] = ru
@@ -220,6 +223,7 @@ func (r *Runtime) advance(ru *run) {
 		if next == nil {
 			return
 		}
+		r.publishQueue(sid)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		err := r.launch(ctx, next)
 		cancel()
@@ -377,6 +381,7 @@ func (r *Runtime) Cancel(sessionID, runID string) bool {
 			// A queued run implies an active one (advance hands over under r.mu), whose
 			// advance signals this one.
 			r.dropped[sessionID] = append(r.dropped[sessionID], droppedRun{ru: ru, msg: "The queued prompt was cancelled.", interrupted: true})
+			go r.publishQueue(sessionID) // after r.mu is released
 			return true
 		}
 	}

@@ -145,8 +145,13 @@ func (s *Store) ListTokens(ctx context.Context) ([]Token, error) {
 }
 
 // RevokeToken revokes the live token called name and returns it (RevokedAt
-// set). ErrNotFound if no live token has that name.
+// set), recorded in the audit log as the operator's. ErrNotFound if no live token has that name.
 func (s *Store) RevokeToken(ctx context.Context, name string) (Token, error) {
+	return s.RevokeTokenBy(ctx, name, "operator")
+}
+
+// RevokeTokenBy is RevokeToken recorded in the audit log as actor's (a token name).
+func (s *Store) RevokeTokenBy(ctx context.Context, name, actor string) (Token, error) {
 	if err := checkText("token name", name); err != nil {
 		return Token{}, fmt.Errorf("revoke token: %w", err)
 	}
@@ -156,6 +161,9 @@ func (s *Store) RevokeToken(ctx context.Context, name string) (Token, error) {
 		t, err = scanToken(c.QueryRow(ctx,
 			`UPDATE tokens SET revoked_at = now() WHERE name = $1 AND revoked_at IS NULL RETURNING `+tokenCols, name))
 		if err != nil {
+			return err
+		}
+		if err := audit(ctx, c, actor, AuditTokenRevoke, "", "token "+t.Name+" ("+t.Scope+")"); err != nil {
 			return err
 		}
 		// Tell running servers, so they close the token's connections (ListenTokenRevocations).

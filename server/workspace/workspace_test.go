@@ -10,55 +10,35 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/zidane-server/zidane/server/workspace/workspacetest"
 )
 
-// layout builds the cases' workspace: $T/ws is the root, $T/out lies outside every root and holds
-// victim.txt ("original").
+// layout is the cases' layout (workspacetest) with a.txt and real-docs/ in the root, opened as a
+// Workspace.
 type layout struct {
+	*workspacetest.Layout
 	T, ws, out string
 	w          *Workspace
 }
 
 func newLayout(t *testing.T) *layout {
 	t.Helper()
-	T, err := filepath.EvalSymlinks(t.TempDir())
-	require.NoError(t, err)
-	l := &layout{T: T, ws: filepath.Join(T, "ws"), out: filepath.Join(T, "out")}
-	require.NoError(t, os.MkdirAll(filepath.Join(l.ws, "sub"), 0o755))
+	L := workspacetest.New(t)
+	l := &layout{Layout: L, T: L.T, ws: L.WS, out: L.Out}
 	require.NoError(t, os.MkdirAll(filepath.Join(l.ws, "real-docs"), 0o755))
-	require.NoError(t, os.MkdirAll(l.out, 0o755))
-	require.NoError(t, os.WriteFile(filepath.Join(l.out, "victim.txt"), []byte("original"), 0o644))
-	require.NoError(t, os.WriteFile(filepath.Join(l.ws, "a.txt"), []byte("hello\n"), 0o644))
+	L.Write(t, "a.txt", "hello\n")
+	var err error
 	l.w, err = New([]string{l.ws})
 	require.NoError(t, err)
 	t.Cleanup(func() { l.w.Close() })
 	return l
 }
 
-func (l *layout) link(t *testing.T, target, name string) {
-	t.Helper()
-	require.NoError(t, os.Symlink(target, filepath.Join(l.ws, name)))
-}
-
-// outsideUntouched asserts victim.txt still says "original" and nothing new appeared in $T/out.
-func (l *layout) outsideUntouched(t *testing.T) {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(l.out, "victim.txt"))
-	require.NoError(t, err)
-	assert.Equal(t, "original", string(b))
-	des, err := os.ReadDir(l.out)
-	require.NoError(t, err)
-	var names []string
-	for _, d := range des {
-		names = append(names, d.Name())
-	}
-	assert.Equal(t, []string{"victim.txt"}, names, "nothing new outside")
-}
-
 func TestResolveInside(t *testing.T) {
 	l := newLayout(t)
-	l.link(t, filepath.Join(l.ws, "real-docs"), "docs") // absolute link that stays inside
-	l.link(t, "a.txt", "rel-link")                      // relative link inside
+	l.Link(t, filepath.Join(l.ws, "real-docs"), "docs") // absolute link that stays inside
+	l.Link(t, "a.txt", "rel-link")                      // relative link inside
 
 	for _, c := range []struct{ cwd, p, rel string }{
 		{"", "a.txt", "a.txt"},
@@ -83,11 +63,11 @@ func TestResolveInside(t *testing.T) {
 
 func TestResolveRefusesOutside(t *testing.T) {
 	l := newLayout(t)
-	l.link(t, "../out/victim.txt", "notes.md")
-	l.link(t, filepath.Join(l.out, "new.txt"), "draft.txt")
-	l.link(t, l.out, "outbox")
-	l.link(t, "/etc", "etc")
-	l.link(t, "sub/../../out", "sneaky")
+	l.Link(t, "../out/victim.txt", "notes.md")
+	l.Link(t, filepath.Join(l.out, "new.txt"), "draft.txt")
+	l.Link(t, l.out, "outbox")
+	l.Link(t, "/etc", "etc")
+	l.Link(t, "sub/../../out", "sneaky")
 	for _, p := range []string{
 		"../out/victim.txt", "..", "sub/../..", filepath.Join(l.out, "victim.txt"), "/etc/passwd",
 		l.ws + "-sibling/x", "notes.md", "draft.txt", "outbox/escaped.txt", "outbox/../../etc/x",
@@ -126,7 +106,7 @@ func TestRootThatIsALink(t *testing.T) {
 
 func TestFolder(t *testing.T) {
 	l := newLayout(t)
-	l.link(t, "/etc", "escape")
+	l.Link(t, "/etc", "escape")
 	p, err := l.w.Folder("sub")
 	require.NoError(t, err)
 	assert.Equal(t, filepath.Join(l.ws, "sub"), p.Abs())
@@ -143,9 +123,9 @@ func TestFolder(t *testing.T) {
 
 func TestWriteReadHelpers(t *testing.T) {
 	l := newLayout(t)
-	l.link(t, l.out, "outbox")
-	l.link(t, "../out/victim.txt", "notes.md")
-	l.link(t, filepath.Join(l.ws, "real-docs"), "docs")
+	l.Link(t, l.out, "outbox")
+	l.Link(t, "../out/victim.txt", "notes.md")
+	l.Link(t, filepath.Join(l.ws, "real-docs"), "docs")
 
 	rp, err := l.w.WriteFile("", "docs/a.md", []byte("ok"), 0o644)
 	require.NoError(t, err)
@@ -197,7 +177,7 @@ func TestWriteReadHelpers(t *testing.T) {
 
 	_, err = l.w.Remove("", "notes.md")
 	require.NoError(t, err, "removing a link removes the link")
-	l.outsideUntouched(t)
+	l.OutsideUntouched(t)
 }
 
 // TestSwapAfterResolve: a folder replaced by a link to the outside between the check and the use is
@@ -207,14 +187,14 @@ func TestSwapAfterResolve(t *testing.T) {
 	rp, err := l.w.Resolve("", "sub/a.txt")
 	require.NoError(t, err)
 	require.NoError(t, os.RemoveAll(filepath.Join(l.ws, "sub")))
-	l.link(t, l.out, "sub")
+	l.Link(t, l.out, "sub")
 	_, err = l.w.rootOf(rp).OpenFile(rp.Rel, os.O_WRONLY|os.O_CREATE, 0o644)
 	err = l.w.classify(rp, err)
 	assert.True(t, IsOutside(err), "%v", err)
 	// And through the helper, which resolves again at use.
 	_, err = l.w.WriteFile("", "sub/a.txt", []byte("x"), 0o644)
 	assert.True(t, IsOutside(err), "%v", err)
-	l.outsideUntouched(t)
+	l.OutsideUntouched(t)
 }
 
 // TestSwapRace: while one goroutine keeps swapping ws/sub between a real folder and a link to the
@@ -250,6 +230,6 @@ func TestSwapRace(t *testing.T) {
 	}
 	close(stop)
 	wg.Wait()
-	l.outsideUntouched(t)
+	l.OutsideUntouched(t)
 	t.Logf("%d of 2000 writes landed inside", written)
 }

@@ -13,57 +13,25 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/zidane-server/zidane/server/workspace"
+	"github.com/zidane-server/zidane/server/workspace/workspacetest"
 )
 
-// fixture is the cases' layout: $T/ws is the root, $T/out is outside and holds victim.txt.
+// fixture is the cases' layout (workspacetest) with an Env whose cwd is the root.
 type fixture struct {
+	*workspacetest.Layout
 	T, ws, out string
 	env        *Env
 }
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	T, err := filepath.EvalSymlinks(t.TempDir())
-	require.NoError(t, err)
-	f := &fixture{T: T, ws: filepath.Join(T, "ws"), out: filepath.Join(T, "out")}
-	require.NoError(t, os.MkdirAll(filepath.Join(f.ws, "sub"), 0o755))
-	require.NoError(t, os.MkdirAll(f.out, 0o755))
-	require.NoError(t, os.WriteFile(filepath.Join(f.out, "victim.txt"), []byte("original"), 0o644))
+	L := workspacetest.New(t)
+	f := &fixture{Layout: L, T: L.T, ws: L.WS, out: L.Out}
 	w, err := workspace.New([]string{f.ws})
 	require.NoError(t, err)
 	t.Cleanup(func() { w.Close() })
 	f.env = &Env{WS: w, Cwd: f.ws, Config: &Config{}}
 	return f
-}
-
-func (f *fixture) write(t *testing.T, name, content string) {
-	t.Helper()
-	p := filepath.Join(f.ws, name)
-	require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
-	require.NoError(t, os.WriteFile(p, []byte(content), 0o644))
-}
-
-func (f *fixture) link(t *testing.T, target, name string) {
-	t.Helper()
-	require.NoError(t, os.Symlink(target, filepath.Join(f.ws, name)))
-}
-
-func (f *fixture) read(t *testing.T, name string) string {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(f.ws, name))
-	require.NoError(t, err)
-	return string(b)
-}
-
-// outsideUntouched: victim.txt still says "original" and nothing new appeared under $T/out.
-func (f *fixture) outsideUntouched(t *testing.T) {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(f.out, "victim.txt"))
-	require.NoError(t, err)
-	assert.Equal(t, "original", string(b))
-	des, err := os.ReadDir(f.out)
-	require.NoError(t, err)
-	require.Len(t, des, 1, "nothing new outside")
 }
 
 // run checks and runs a tool call the way the runtime does: a Check failure is the result.
@@ -92,8 +60,8 @@ func TestSchemasCompile(t *testing.T) {
 
 func TestReadFile(t *testing.T) {
 	f := newFixture(t)
-	f.write(t, "a.txt", "one\ntwo\nthree\nfour\n")
-	f.write(t, "bin.dat", "ab\x00cd")
+	f.Write(t, "a.txt", "one\ntwo\nthree\nfour\n")
+	f.Write(t, "bin.dat", "ab\x00cd")
 	res := f.run(t, "read_file", `{"path":"a.txt","offset":2,"limit":2}`)
 	require.False(t, res.IsError, res.Content)
 	assert.Equal(t, "     2\ttwo\n     3\tthree\n[lines 2-3 shown of 4; read on with offset 4]\n", res.Content)
@@ -112,14 +80,14 @@ func TestReadFile(t *testing.T) {
 
 func TestListDirGlobGrep(t *testing.T) {
 	f := newFixture(t)
-	f.write(t, "main.go", "package main\n// TODO fix\n")
-	f.write(t, "pkg/x.go", "package pkg\n// todo later\n")
-	f.write(t, "build/gen.go", "// TODO generated\n")
-	f.write(t, ".gitignore", "build/\n*.log\n")
-	f.write(t, "run.log", "TODO in a log\n")
-	f.write(t, ".git/config", "TODO in git\n")
-	f.write(t, "pkg/.gitignore", "skip.go\n")
-	f.write(t, "pkg/skip.go", "// TODO skipped\n")
+	f.Write(t, "main.go", "package main\n// TODO fix\n")
+	f.Write(t, "pkg/x.go", "package pkg\n// todo later\n")
+	f.Write(t, "build/gen.go", "// TODO generated\n")
+	f.Write(t, ".gitignore", "build/\n*.log\n")
+	f.Write(t, "run.log", "TODO in a log\n")
+	f.Write(t, ".git/config", "TODO in git\n")
+	f.Write(t, "pkg/.gitignore", "skip.go\n")
+	f.Write(t, "pkg/skip.go", "// TODO skipped\n")
 
 	res := f.run(t, "list_dir", `{}`)
 	assert.Equal(t, ".git/\n.gitignore\nbuild/\nmain.go\npkg/\nrun.log\nsub/\n", res.Content)
@@ -147,24 +115,24 @@ func TestWriteAndEditFile(t *testing.T) {
 	f := newFixture(t)
 	res := f.run(t, "write_file", `{"path":"dir/new.txt","content":"a\nb\n"}`)
 	require.False(t, res.IsError, res.Content)
-	assert.Equal(t, "a\nb\n", f.read(t, "dir/new.txt"))
+	assert.Equal(t, "a\nb\n", f.Read(t, "dir/new.txt"))
 	assert.Contains(t, res.Diff, "--- /dev/null\n+++ b/dir/new.txt\n")
 	assert.Contains(t, res.Diff, "+a\n+b\n")
 
 	res = f.run(t, "edit_file", `{"path":"dir/new.txt","old":"b","new":"B"}`)
 	require.False(t, res.IsError, res.Content)
-	assert.Equal(t, "a\nB\n", f.read(t, "dir/new.txt"))
+	assert.Equal(t, "a\nB\n", f.Read(t, "dir/new.txt"))
 	assert.Contains(t, res.Diff, "--- a/dir/new.txt\n+++ b/dir/new.txt\n")
 	assert.Contains(t, res.Diff, "-b\n+B\n")
 
 	res = f.run(t, "edit_file", `{"path":"dir/new.txt","old":"zzz","new":"B"}`)
 	assert.True(t, res.IsError)
 	assert.Contains(t, res.Content, "not found")
-	f.write(t, "twice.txt", "x x")
+	f.Write(t, "twice.txt", "x x")
 	res = f.run(t, "edit_file", `{"path":"twice.txt","old":"x","new":"y"}`)
 	assert.True(t, res.IsError)
 	assert.Contains(t, res.Content, "occurs 2 times")
-	assert.Equal(t, "x x", f.read(t, "twice.txt"))
+	assert.Equal(t, "x x", f.Read(t, "twice.txt"))
 
 	call, err := WriteFile{}.Check(context.Background(), f.env, json.RawMessage(`{"path":".git/hooks/pre-commit","content":"x"}`))
 	require.NoError(t, err)
@@ -179,16 +147,16 @@ func TestWriteAndEditFile(t *testing.T) {
 // shown in the approval is recomputed, or the edit refused if the span changed).
 func TestEditRecomputedAtUse(t *testing.T) {
 	f := newFixture(t)
-	f.write(t, "a.txt", "keep\nold\n")
+	f.Write(t, "a.txt", "keep\nold\n")
 	in := json.RawMessage(`{"path":"a.txt","old":"old","new":"new"}`)
 	call, err := EditFile{}.Check(context.Background(), f.env, in)
 	require.NoError(t, err)
 	assert.Contains(t, call.Diff, "-old\n+new\n")
-	f.write(t, "a.txt", "changed meanwhile\n")
+	f.Write(t, "a.txt", "changed meanwhile\n")
 	res, err := EditFile{}.Run(context.Background(), f.env, in)
 	require.NoError(t, err)
 	assert.True(t, res.IsError)
-	assert.Equal(t, "changed meanwhile\n", f.read(t, "a.txt"))
+	assert.Equal(t, "changed meanwhile\n", f.Read(t, "a.txt"))
 }
 
 // everyFileTool are calls of each file tool on a path (the placeholder P).
@@ -205,8 +173,8 @@ var everyFileTool = []struct{ tool, args string }{
 // for every file tool: refused with a readable error, nothing read or written outside.
 func TestEveryFileToolRefusesOutside(t *testing.T) {
 	f := newFixture(t)
-	f.link(t, "../out/victim.txt", "file-link")
-	f.link(t, f.out, "dir-link")
+	f.Link(t, "../out/victim.txt", "file-link")
+	f.Link(t, f.out, "dir-link")
 	for _, p := range []string{"../out/victim.txt", "../out", filepath.Join(f.out, "victim.txt"), f.out, "file-link", "dir-link", "dir-link/victim.txt", "sub/../../out/victim.txt"} {
 		for _, c := range everyFileTool {
 			args := strings.ReplaceAll(c.args, "P", strings.ReplaceAll(p, `\`, `\\`))
@@ -216,7 +184,7 @@ func TestEveryFileToolRefusesOutside(t *testing.T) {
 			assert.NotContains(t, res.Content, "original", "%s %s", c.tool, p)
 		}
 	}
-	f.outsideUntouched(t)
+	f.OutsideUntouched(t)
 }
 
 // TestEveryFileToolSymlinkSwappedIn: a folder checked when the call is made (Check, i.e. when the
@@ -226,7 +194,7 @@ func TestEveryFileToolSymlinkSwappedIn(t *testing.T) {
 	for _, c := range everyFileTool {
 		t.Run(c.tool, func(t *testing.T) {
 			f := newFixture(t)
-			f.write(t, "sub/victim.txt", "inside original")
+			f.Write(t, "sub/victim.txt", "inside original")
 			args := json.RawMessage(strings.ReplaceAll(c.args, "P", "sub/victim.txt"))
 			if c.tool == "list_dir" || c.tool == "glob" {
 				args = json.RawMessage(strings.ReplaceAll(c.args, "P", "sub"))
@@ -235,13 +203,13 @@ func TestEveryFileToolSymlinkSwappedIn(t *testing.T) {
 			_, err := tool.Check(context.Background(), f.env, args)
 			require.NoError(t, err)
 			require.NoError(t, os.RemoveAll(filepath.Join(f.ws, "sub")))
-			f.link(t, f.out, "sub")
+			f.Link(t, f.out, "sub")
 			res, err := tool.Run(context.Background(), f.env, args)
 			require.NoError(t, err)
 			assert.True(t, res.IsError, res.Content)
 			assert.Contains(t, res.Content, "outside the workspace")
 			assert.NotContains(t, res.Content, "original")
-			f.outsideUntouched(t)
+			f.OutsideUntouched(t)
 		})
 	}
 }
@@ -252,10 +220,10 @@ func TestEveryFileToolSymlinkSwappedIn(t *testing.T) {
 func TestRuntimeCase_R16_WritesThroughSymlinks(t *testing.T) {
 	f := newFixture(t)
 	require.NoError(t, os.MkdirAll(filepath.Join(f.ws, "real-docs"), 0o755))
-	f.link(t, "../out/victim.txt", "notes.md")
-	f.link(t, filepath.Join(f.out, "new.txt"), "draft.txt")
-	f.link(t, f.out, "outbox")
-	f.link(t, filepath.Join(f.ws, "real-docs"), "docs")
+	f.Link(t, "../out/victim.txt", "notes.md")
+	f.Link(t, filepath.Join(f.out, "new.txt"), "draft.txt")
+	f.Link(t, f.out, "outbox")
+	f.Link(t, filepath.Join(f.ws, "real-docs"), "docs")
 	for _, c := range []struct{ tool, args string }{
 		{"write_file", `{"path":"notes.md","content":"OWNED"}`},
 		{"edit_file", `{"path":"notes.md","old":"original","new":"OWNED"}`},
@@ -269,12 +237,12 @@ func TestRuntimeCase_R16_WritesThroughSymlinks(t *testing.T) {
 		assert.Contains(t, res.Content, "outside the workspace", c.args)
 		assert.NotContains(t, res.Content, "original")
 	}
-	f.outsideUntouched(t)
+	f.OutsideUntouched(t)
 	assert.NoFileExists(t, filepath.Join(f.out, "new.txt"))
 
 	res := f.run(t, "write_file", `{"path":"docs/a.md","content":"ok"}`)
 	require.False(t, res.IsError, res.Content)
-	assert.Equal(t, "ok", f.read(t, "real-docs/a.md"))
+	assert.Equal(t, "ok", f.Read(t, "real-docs/a.md"))
 	fi, err := os.Lstat(filepath.Join(f.ws, "docs"))
 	require.NoError(t, err)
 	assert.NotZero(t, fi.Mode()&os.ModeSymlink, "the inside link is still a link")
@@ -290,16 +258,16 @@ func TestRuntimeCase_R16_WritesThroughSymlinks(t *testing.T) {
 	require.False(t, res.IsError, res.Content)
 	res = f.run(t, "write_file", `{"path":"b.md","content":"b"}`)
 	require.False(t, res.IsError, res.Content)
-	assert.Equal(t, "b", f.read(t, "b.md"))
-	f.outsideUntouched(t)
+	assert.Equal(t, "b", f.Read(t, "b.md"))
+	f.OutsideUntouched(t)
 }
 
 // TestRuntimeCase_R17_TrailingSlash: a link followed by "/" never leads out (the os.Root fix of
 // Go 1.26.5, and our own resolution), and go.mod requires that release.
 func TestRuntimeCase_R17_TrailingSlash(t *testing.T) {
 	f := newFixture(t)
-	f.link(t, "/etc", "etc")
-	f.link(t, filepath.Join(f.out, "victim.txt"), "secret")
+	f.Link(t, "/etc", "etc")
+	f.Link(t, filepath.Join(f.out, "victim.txt"), "secret")
 	for _, c := range []struct{ tool, args string }{
 		{"read_file", `{"path":"secret/"}`},
 		{"list_dir", `{"path":"etc/"}`},
@@ -313,7 +281,7 @@ func TestRuntimeCase_R17_TrailingSlash(t *testing.T) {
 		assert.NotContains(t, res.Content, "passwd")
 		assert.NotContains(t, res.Content, "original")
 	}
-	f.outsideUntouched(t)
+	f.OutsideUntouched(t)
 
 	mod, err := os.ReadFile("../../../go.mod")
 	require.NoError(t, err)
