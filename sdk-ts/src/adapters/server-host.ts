@@ -1,6 +1,6 @@
 // createServerHost: a ChatHost over zidane-server's protocol through createServerClient (client seed:
 // "zidane-server, over WebSocket").
-import { createSessionStreams, type FrameScheduler } from '../chat/streams.js'
+import { createSessionStreams, type FrameScheduler, type SessionStreamsOptions } from '../chat/streams.js'
 import { createServerClient, type ConnectionState, type ServerClient, type ServerClientOptions } from '../client/client.js'
 import { ClosedError } from '../client/errors.js'
 import type { Session, WireSignal } from '../protocol.js'
@@ -27,7 +27,9 @@ function toHostSession(s: Session): HostSession {
 export function createServerHost(options: ServerHostOptions): ServerHost {
   const owned = !('client' in options)
   const client = 'client' in options ? options.client : createServerClient(options)
-  const streams = createSessionStreams({ frames: options.frames ?? undefined, loadEvents: (p) => client.call('sessions.loadEvents', p) } as Parameters<typeof createSessionStreams>[0])
+  const streamOptions: SessionStreamsOptions = { loadEvents: (p) => client.call('sessions.loadEvents', p) }
+  if (options.frames !== undefined) streamOptions.frames = options.frames
+  const streams = createSessionStreams(streamOptions)
   const sessions = createStore<readonly HostSession[]>(Object.freeze([]))
   const interactions = createStore<readonly PendingInteraction[]>(Object.freeze([]))
   const opened = new Map<string, { unfollow: () => void; loaded: Promise<void>; resolve: () => void }>()
