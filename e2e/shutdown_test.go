@@ -93,5 +93,5 @@ func TestSIGTERMDuringRun(t *testing.T) {
 	assert.Contains(t, page.Events[2].Message, "interrupted")
 	var sess struct{ Status string }
 	c2.result("sessions.get", map[string]any{"sessionId": sid}, &sess)
-	assert.Equal(t, "idle", sess.Status)
+	assert.Equal(t, "interrupted", sess.Status, "the run was interrupted by the shutdown")
 }

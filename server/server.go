@@ -112,10 +112,21 @@ type Config struct {
 	// ApprovalTimeout is how long a tool approval request waits before it expires as a denial;
 	// default agent.DefaultApprovalTimeout (30 min).
 	ApprovalTimeout time.Duration
-	// Tools holds the agent tools' limits and exec's Launcher (where the OS sandbox plugs in).
-	Tools tools.Config
+	// ToolLimits holds the agent tools' limits and exec's Launcher (where the OS sandbox plugs in).
+	ToolLimits tools.Config
 	// StepDelay slows the scripted provider between streamed pieces (tests use it to watch a run).
 	StepDelay time.Duration
+	// Models resolves the agent's model ids; nil: the scripted provider alone.
+	Models agent.Models
+	// SystemPrompt replaces the agent's built-in system prompt (the operator's override).
+	SystemPrompt string
+	// RunLimits are the agent's per-run limits (turns, wall time, output tokens, concurrent runs).
+	RunLimits agent.Limits
+	// Tools runs the agent's tool calls; nil: the agent's tools (server/agent/tools) behind
+	// approvals, plus the scripted exchange's lookup tool.
+	Tools agent.ToolRunner
+	// ToolGate, when set, approves or refuses each tool call before it runs.
+	ToolGate agent.ToolGate
 	// AllowClone lets chat tokens clone repositories into the workspace roots (git.clone; hello's
 	// clone: true). Off by default.
 	AllowClone bool
@@ -197,11 +208,6 @@ func New(ctx context.Context, cfg Config, st *store.Store) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read host id: %w", err)
 	}
-	if n, err := st.ResetRunningSessions(ctx); err != nil {
-		return nil, fmt.Errorf("reset sessions left running: %w", err)
-	} else if n > 0 {
-		cfg.Logger.Warn("sessions were left running by a previous process; marked idle", "sessions", n)
-	}
 	hn, _ := os.Hostname()
 	base, stop := context.WithCancel(context.Background())
 	s := &Server{
@@ -212,16 +218,29 @@ func New(ctx context.Context, cfg Config, st *store.Store) (*Server, error) {
 	s.pairs = newPairLimiter()
 	s.metrics = newMetrics(s)
 	s.hub.published = s.metrics.signals
+	s.gate = agent.NewGate(st, agentReporter{s}, cfg.ApprovalTimeout)
+	s.tools = &agent.ToolHost{WS: ws, Config: cfg.ToolLimits, Gate: s.gate, Store: st, Reporter: agentReporter{s}, Logger: s.log,
+		Fallback: agent.LookupTools{}}
+	if cfg.Tools == nil {
+		cfg.Tools = s.tools
+	}
 	s.runs, err = agent.New(agent.Config{
 		Store: st, Reporter: agentReporter{s}, Logger: s.log,
 		MaxMessageBytes: int(cfg.Limits.MaxMessageBytes), StepDelay: cfg.StepDelay,
+		Models: cfg.Models, SystemPrompt: cfg.SystemPrompt, Limits: cfg.RunLimits,
+		Tools: cfg.Tools, Gate: cfg.ToolGate, Workspace: ws,
 	})
 	if err != nil {
 		stop()
 		return nil, err
 	}
-	s.gate = agent.NewGate(st, agentReporter{s}, cfg.ApprovalTimeout)
-	s.tools = &agent.ToolHost{WS: ws, Config: cfg.Tools, Gate: s.gate, Store: st, Reporter: agentReporter{s}, Logger: s.log}
+	if ids, err := s.runs.Recover(ctx); err != nil {
+		stop()
+		s.runs.Close()
+		return nil, fmt.Errorf("end the runs a previous process left: %w", err)
+	} else if len(ids) > 0 {
+		cfg.Logger.Warn("sessions were left running by a previous process that stopped without ending them; marked interrupted", "sessions", len(ids))
+	}
 	s.handlers = &handlers{s: s}
 	s.git = &gitx.Runner{Schemes: cfg.CloneSchemes}
 	s.clones = map[string]*cloneJob{}

@@ -24,7 +24,10 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/zidane-server/zidane/protocol"
+	"github.com/zidane-server/zidane/server/agent/provider"
+	"github.com/zidane-server/zidane/server/agent/provider/scripted"
 	"github.com/zidane-server/zidane/server/store"
+	"github.com/zidane-server/zidane/server/workspace"
 )
 
 // MaxFollowUps bounds the prompts queued behind a session's running prompt (chat.send).
@@ -59,8 +62,25 @@ type Config struct {
 	// MaxMessageBytes is the transport's message limit: an event whose signal would exceed it is
 	// replaced, in the signal and the transcript, by an error event that says so. 0: no check.
 	MaxMessageBytes int
-	// StepDelay slows the scripted provider between streamed pieces (tests and demos watch a run).
+	// StepDelay slows the default scripted provider between streamed pieces (tests and demos
+	// watch a run). Used only when Models is nil.
 	StepDelay time.Duration
+	// Models resolves model ids; nil: the scripted provider alone ("scripted/scripted").
+	Models Models
+	// Tools runs the model's tool calls; nil: LookupTools (the scripted exchange's lookup).
+	Tools ToolRunner
+	// Gate, when set, is asked before each tool call runs (approvals).
+	Gate ToolGate
+	// Workspace reads AGENTS.md for the system prompt; nil: none is read.
+	Workspace *workspace.Workspace
+	// SystemPrompt replaces DefaultSystemPrompt (the operator's override); AGENTS.md files still
+	// follow it.
+	SystemPrompt string
+	// Limits are the per-run limits.
+	Limits Limits
+	// Retry is the retry policy for provider errors before the first token; zero MaxRetries and
+	// BaseDelay: provider.DefaultRetry.
+	Retry provider.RetryPolicy
 }
 
 // Refusal is an error a client can act on: Message says what happened and what to do. The
@@ -77,6 +97,10 @@ type Runtime struct {
 	rep    Reporter
 	log    *slog.Logger
 	writer *transcriptWriter
+	conv   *conversations
+	models Models
+	tools  ToolRunner
+	slots  chan struct{} // Limits.MaxConcurrentRuns
 	base   context.Context
 	stop   context.CancelFunc
 
@@ -116,13 +140,32 @@ func New(cfg Config) (*Runtime, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	cfg.Limits.defaults()
+	if cfg.Retry.MaxRetries == 0 && cfg.Retry.BaseDelay == 0 {
+		cfg.Retry = provider.DefaultRetry
+	}
+	if cfg.Models == nil {
+		m, err := NewRegistry(context.Background(), "", scripted.New(scripted.Options{StepDelay: cfg.StepDelay}))
+		if err != nil {
+			return nil, err
+		}
+		cfg.Models = m
+	}
+	if cfg.Tools == nil {
+		cfg.Tools = LookupTools{}
+	}
 	base, stop := context.WithCancel(context.Background())
 	return &Runtime{
 		cfg: cfg, st: cfg.Store, rep: cfg.Reporter, log: cfg.Logger,
-		writer: newTranscriptWriter(cfg.Store, cfg.Logger), base: base, stop: stop,
+		writer: newTranscriptWriter(cfg.Store, cfg.Logger), conv: newConversations(),
+		models: cfg.Models, tools: cfg.Tools, slots: make(chan struct{}, cfg.Limits.MaxConcurrentRuns),
+		base: base, stop: stop,
 		active: map[string]*run{}, pending: map[string][]*run{}, dropped: map[string][]droppedRun{},
 	}, nil
 }
+
+// Models returns the runtime's model registry.
+func (r *Runtime) Models() Models { return r.models }
 
 // Start begins a run of prompt in session x, or queues it behind the session's running one, and
 // returns its id (a UUID). A run that starts at once has its run:start and user-prompt event
@@ -176,7 +219,16 @@ func (r *Runtime) launch(ctx context.Context, ru *run) error {
 		}
 		return err
 	}
+	if err := r.loadConversation(wctx, ru.sessionID); err != nil {
+		if rerr := r.st.SetSessionStatus(wctx, ru.sessionID, "idle"); rerr != nil {
+			r.log.Error("session status", "session", ru.sessionID, "err", rerr)
+		}
+		return err
+	}
 	r.publish(&protocol.RunStartSignal{SessionID: ru.sessionID, RunID: ru.id}, ru)
+	if h, ok := r.tools.(RunStartHook); ok {
+		h.RunStarting(wctx, ru.sessionID, ru.id, ru.origin) // plans:snapshot (the seed's run order)
+	}
 	r.rep.RunningChanged()
 	r.emit(ru, &protocol.UserPromptEvent{Text: ru.prompt, TurnID: uuid.NewString()})
 	go r.execute(ru)
@@ -244,7 +296,7 @@ func (r *Runtime) bracket(d droppedRun) {
 	r.publish(&protocol.RunStartSignal{SessionID: ru.sessionID, RunID: ru.id}, ru)
 	r.emit(ru, &protocol.UserPromptEvent{Text: ru.prompt, TurnID: uuid.NewString()})
 	r.emit(ru, &protocol.ErrorEvent{Message: d.msg})
-	r.writer.closeBlock(ru.sessionID)
+	r.closeBlock(ru.sessionID)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	if err := r.writer.flush(ctx); err != nil {
 		r.log.Error("transcript flush failed", "session", ru.sessionID, "err", err)
@@ -271,6 +323,8 @@ func (r *Runtime) publish(sig protocol.Signal, ru *run) {
 // An event too large for one message is replaced, in the signal and the transcript, by an error
 // event that says so. Streamed pieces are small; other events are measured before they go out.
 func (r *Runtime) emit(ru *run, ev protocol.StreamEvent) {
+	// The model reads the event as it is, even when the transcript gets the replacement.
+	r.conv.add(ru.sessionID, ev)
 	if lim := r.cfg.MaxMessageBytes; lim > 0 && !isStreamedPiece(ev) {
 		if b, err := protocol.Marshal(ev); err != nil || len(b)+512 > lim {
 			r.log.Error("event left out: over the message limit", "session", ru.sessionID, "kind", ev.StreamEventKind(), "bytes", len(b))
@@ -305,12 +359,18 @@ func (r *Runtime) Running() []string {
 
 func (r *Runtime) execute(ru *run) {
 	started := time.Now()
-	p := scriptedProvider{delay: r.cfg.StepDelay}
-	sum, err := p.run(ru.ctx, ru.prompt, func(ev protocol.StreamEvent) { r.emit(ru, ev) },
-		func(turnID string, u protocol.Usage) {
-			r.writer.closeBlock(ru.sessionID)
-			r.publish(&protocol.TurnEndSignal{SessionID: ru.sessionID, RunID: ru.id, TurnID: turnID, Usage: u}, ru)
-		})
+	ctx, cancelWall := context.WithTimeoutCause(ru.ctx, r.cfg.Limits.MaxWallTime, errWallTime)
+	defer cancelWall()
+	var sum protocol.RunSummary
+	var lastTurn string
+	var err error
+	select {
+	case r.slots <- struct{}{}:
+		sum, lastTurn, err = r.runModel(ctx, ru)
+		<-r.slots
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
 	r.mu.Lock()
 	ru.streaming = false
 	cancelled := ru.cancelled
@@ -319,41 +379,84 @@ func (r *Runtime) execute(ru *run) {
 		err = context.Canceled // cancelled after the last piece: it still ends as cancelled
 	}
 	end := &protocol.RunEndSignal{SessionID: ru.sessionID, RunID: ru.id, OK: err == nil}
+	status := "idle"
 	if err != nil {
 		msg := err.Error()
-		if cancelled {
+		switch {
+		case cancelled:
 			msg = "The run was cancelled."
-			t := true
-			end.Interrupted = &t
-		} else if ru.ctx.Err() != nil {
+			end.Interrupted = ptr(true)
+		case ru.ctx.Err() != nil:
 			msg = "The run was interrupted: the server is shutting down."
-			t := true
-			end.Interrupted = &t
+			end.Interrupted = ptr(true)
+			status = "interrupted"
+		case errors.Is(context.Cause(ctx), errWallTime):
+			msg = fmt.Sprintf("The run stopped: it reached the limit of %s per run (the operator's --max-run-time).", r.cfg.Limits.MaxWallTime)
+			status = "error"
+		default:
+			status = "error"
 		}
 		end.Error = &msg
-		r.emit(ru, &protocol.ErrorEvent{Message: msg})
+		r.emit(ru, &protocol.ErrorEvent{Message: msg, TurnID: optString(lastTurn)})
 	} else {
 		sum.DurationMs = time.Since(started).Milliseconds()
-		r.emit(ru, &protocol.RunSummaryEvent{Text: summaryLine(sum), RunSummary: sum, TurnID: p.lastTurn})
+		r.emit(ru, &protocol.RunSummaryEvent{Text: summaryLine(sum), RunSummary: sum, TurnID: lastTurn})
 	}
 	// The transcript is in Postgres before run:end, so a client that sees run:end can load it.
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	fctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	r.writer.closeBlock(ru.sessionID)
-	if ferr := r.writer.flush(ctx); ferr != nil {
+	r.closeBlock(ru.sessionID)
+	if ferr := r.writer.flush(fctx); ferr != nil {
 		r.log.Error("transcript flush failed", "session", ru.sessionID, "err", ferr)
 	}
-	status := "idle"
-	if err != nil && ru.ctx.Err() == nil {
-		status = "error"
-	}
-	if serr := r.st.SetSessionStatus(ctx, ru.sessionID, status); serr != nil {
+	if serr := r.st.SetSessionStatus(fctx, ru.sessionID, status); serr != nil && !errors.Is(serr, store.ErrNotFound) {
 		r.log.Error("session status", "session", ru.sessionID, "err", serr)
 	}
 	r.publish(end, ru)
 	r.advance(ru)
 	ru.cancel()
 	r.wg.Done()
+}
+
+// closeBlock ends the session's streamed block in the transcript and the conversation.
+func (r *Runtime) closeBlock(sessionID string) {
+	r.writer.closeBlock(sessionID)
+	r.conv.closeBlock(sessionID)
+}
+
+// loadConversation reads the session's conversation from the store unless it is in memory; the
+// writer is flushed first so the store holds everything signalled so far.
+func (r *Runtime) loadConversation(ctx context.Context, sessionID string) error {
+	return r.conv.load(ctx, sessionID, func(ctx context.Context) ([]protocol.StreamEvent, error) {
+		if err := r.writer.flush(ctx); err != nil {
+			return nil, err
+		}
+		rows, err := r.st.LoadEvents(ctx, sessionID)
+		if err != nil {
+			return nil, err
+		}
+		evs := make([]protocol.StreamEvent, 0, len(rows))
+		for _, row := range rows {
+			ev, err := protocol.DecodeStreamEvent(row.Body)
+			if err != nil {
+				r.log.Error("stored event does not decode; left out of the conversation", "session", sessionID, "err", err)
+				continue
+			}
+			evs = append(evs, ev)
+		}
+		return evs, nil
+	}, func(id string) bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return r.active[id] != nil
+	})
+}
+
+func optString(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }
 
 // Cancel stops the session's running prompt (runID "" or its id) while its provider still runs,
@@ -433,5 +536,41 @@ func summaryLine(s protocol.RunSummary) string {
 	if s.DurationMs >= 1000 {
 		d = fmt.Sprintf("%ds", s.DurationMs/1000)
 	}
-	return fmt.Sprintf("%s · %s · ↻%d · ↑%d ↓%d · %.0f tk/s", s.ModelID, d, s.Turns, s.TokensIn, s.TokensOut, s.TokensPerSecond)
+	line := fmt.Sprintf("%s · %s · ↻%d · ↑%d ↓%d · %.0f tk/s", s.ModelID, d, s.Turns, s.TokensIn, s.TokensOut, s.TokensPerSecond)
+	if s.Unreported != nil && *s.Unreported {
+		line += " · usage not reported"
+	}
+	if s.DroppedExchanges != nil {
+		line += fmt.Sprintf(" · %d oldest exchange(s) left out to fit the context", *s.DroppedExchanges)
+	}
+	return line
+}
+
+// InterruptedMessage is the error event a run left behind by a killed server gets at the next
+// start (issue 8, "Crashes").
+const InterruptedMessage = "The server stopped during the run (it was killed or crashed); what was streamed until then is kept above. Send the prompt again to continue."
+
+// Recover ends the runs a killed process left behind; call it once at start, before any run. Each
+// session still "running" gets the text streamed before the crash (the writer's last
+// checkpoint), then an error event with InterruptedMessage, and the status "interrupted". It
+// returns the ids of those sessions.
+func (r *Runtime) Recover(ctx context.Context) ([]string, error) {
+	return r.st.InterruptRunning(ctx, func(sessionID string) store.EventRow {
+		row, _ := r.writer.row(sessionID, &protocol.ErrorEvent{Message: InterruptedMessage})
+		return row
+	})
+}
+
+// Forget drops what the runtime holds of a deleted session: its conversation in memory and its
+// transcript rows not written yet. The session must have no run (the caller checks IsRunning).
+func (r *Runtime) Forget(sessionID string) {
+	r.conv.forget(sessionID)
+	r.writer.forget(sessionID)
+}
+
+// IsRunning reports whether the session has a run (running, or about to start a follow-up).
+func (r *Runtime) IsRunning(sessionID string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.active[sessionID] != nil || len(r.pending[sessionID]) > 0
 }

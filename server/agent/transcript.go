@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"sync"
 	"time"
@@ -12,11 +13,13 @@ import (
 )
 
 // flushInterval is how often queued transcript rows are written (DESIGN "Store": batched off the
-// hot path, never a commit per streamed token).
+// hot path, never a commit per streamed token), and how often a growing streamed block is
+// checkpointed, so a crash loses at most that much of it (issue 8, "Crashes").
 const flushInterval = 100 * time.Millisecond
 
 // transcriptWriter merges streamed pieces into blocks and writes closed blocks and other events in
-// batches: one AppendEvents call per flush for every session.
+// batches: one FlushTranscript call per flush for every session. The block still streaming in a
+// session is checkpointed in the same call whenever it grew.
 type transcriptWriter struct {
 	st  *store.Store
 	log *slog.Logger
@@ -24,6 +27,7 @@ type transcriptWriter struct {
 	mu      sync.Mutex
 	pending []store.EventRow
 	open    map[string]*openBlock // by session
+	cleared []string              // sessions whose checkpointed block closed since the last flush
 	flushMu sync.Mutex            // one flush at a time keeps rows in order
 	stop    chan struct{}
 	stopped chan struct{}
@@ -32,6 +36,8 @@ type transcriptWriter struct {
 type openBlock struct {
 	kind, turnID string
 	text         []byte
+	dirty        bool // grew since its last checkpoint
+	saved        bool // has a checkpoint row
 }
 
 func newTranscriptWriter(st *store.Store, log *slog.Logger) *transcriptWriter {
@@ -63,33 +69,41 @@ func (w *transcriptWriter) loop() {
 func (w *transcriptWriter) add(sessionID string, ev protocol.StreamEvent) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	switch e := ev.(type) {
-	case *protocol.MarkdownEvent:
-		if e.Streaming {
-			w.extend(sessionID, "markdown", e.TurnID, e.Text)
-			return
+	if kind, turnID, text, ok := streamedPiece(ev); ok {
+		b := w.open[sessionID]
+		if b != nil && (b.kind != kind || b.turnID != turnID) {
+			w.closeLocked(sessionID)
+			b = nil
 		}
-	case *protocol.ThinkingEvent:
-		if e.Streaming {
-			w.extend(sessionID, "thinking", e.TurnID, e.Text)
-			return
+		if b == nil {
+			b = &openBlock{kind: kind, turnID: turnID}
+			w.open[sessionID] = b
 		}
+		b.text = append(b.text, text...)
+		b.dirty = true
+		return
 	}
 	w.closeLocked(sessionID)
 	w.queue(sessionID, ev)
 }
 
-func (w *transcriptWriter) extend(sessionID, kind, turnID, text string) {
-	b := w.open[sessionID]
-	if b != nil && (b.kind != kind || b.turnID != turnID) {
-		w.closeLocked(sessionID)
-		b = nil
+// streamedPiece reports whether ev is a streamed markdown or thinking piece, and its parts.
+func streamedPiece(ev protocol.StreamEvent) (kind, turnID, text string, ok bool) {
+	switch e := ev.(type) {
+	case *protocol.MarkdownEvent:
+		return "markdown", e.TurnID, e.Text, e.Streaming
+	case *protocol.ThinkingEvent:
+		return "thinking", e.TurnID, e.Text, e.Streaming
 	}
-	if b == nil {
-		b = &openBlock{kind: kind, turnID: turnID}
-		w.open[sessionID] = b
+	return "", "", "", false
+}
+
+// blockEvent is the closed event a block of kind becomes.
+func blockEvent(kind, turnID, text string) protocol.StreamEvent {
+	if kind == "thinking" {
+		return &protocol.ThinkingEvent{Text: text, TurnID: turnID}
 	}
-	b.text = append(b.text, text...)
+	return &protocol.MarkdownEvent{Text: text, TurnID: turnID}
 }
 
 // closeBlock closes the session's open block (at a turn's end).
@@ -105,20 +119,17 @@ func (w *transcriptWriter) closeLocked(sessionID string) {
 		return
 	}
 	delete(w.open, sessionID)
-	var ev protocol.StreamEvent
-	if b.kind == "thinking" {
-		ev = &protocol.ThinkingEvent{Text: string(b.text), TurnID: b.turnID}
-	} else {
-		ev = &protocol.MarkdownEvent{Text: string(b.text), TurnID: b.turnID}
+	if b.saved {
+		w.cleared = append(w.cleared, sessionID)
 	}
-	w.queue(sessionID, ev)
+	w.queue(sessionID, blockEvent(b.kind, b.turnID, string(b.text)))
 }
 
-func (w *transcriptWriter) queue(sessionID string, ev protocol.StreamEvent) {
+func (w *transcriptWriter) row(sessionID string, ev protocol.StreamEvent) (store.EventRow, bool) {
 	body, err := protocol.Marshal(ev)
 	if err != nil {
 		w.log.Error("encode event", "err", err)
-		return
+		return store.EventRow{}, false
 	}
 	turn := ""
 	var t struct {
@@ -127,27 +138,85 @@ func (w *transcriptWriter) queue(sessionID string, ev protocol.StreamEvent) {
 	if json.Unmarshal(body, &t) == nil {
 		turn = t.TurnID
 	}
-	w.pending = append(w.pending, store.EventRow{SessionID: sessionID, TurnID: turn, Kind: ev.StreamEventKind(), Body: body})
+	return store.EventRow{SessionID: sessionID, TurnID: turn, Kind: ev.StreamEventKind(), Body: body}, true
 }
 
-// flush writes every queued row in one batch. On failure the rows stay queued, in order.
+func (w *transcriptWriter) queue(sessionID string, ev protocol.StreamEvent) {
+	if r, ok := w.row(sessionID, ev); ok {
+		w.pending = append(w.pending, r)
+	}
+}
+
+// forget drops what is queued for a session that was deleted.
+func (w *transcriptWriter) forget(sessionID string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.open, sessionID)
+	kept := w.pending[:0]
+	for _, r := range w.pending {
+		if r.SessionID != sessionID {
+			kept = append(kept, r)
+		}
+	}
+	w.pending = kept
+}
+
+// flush writes every queued row and checkpoints every grown open block in one transaction. On
+// failure the rows stay queued, in order, and the blocks are checkpointed next time. A session
+// deleted meanwhile (its rows cannot be written) loses its queued rows, not the others'.
 func (w *transcriptWriter) flush(ctx context.Context) error {
 	w.flushMu.Lock()
 	defer w.flushMu.Unlock()
 	w.mu.Lock()
-	rows := w.pending
-	w.pending = nil
-	w.mu.Unlock()
-	if len(rows) == 0 {
-		return nil
+	rows, cleared := w.pending, w.cleared
+	w.pending, w.cleared = nil, nil
+	var open []store.EventRow
+	var grown []*openBlock
+	for sid, b := range w.open {
+		if b.dirty {
+			if r, ok := w.row(sid, blockEvent(b.kind, b.turnID, string(b.text))); ok {
+				open = append(open, r)
+				grown = append(grown, b)
+				b.dirty = false
+			}
+		}
 	}
-	if err := w.st.AppendEvents(ctx, rows); err != nil {
-		w.mu.Lock()
+	w.mu.Unlock()
+	err := w.st.FlushTranscript(ctx, rows, open, cleared)
+	if errors.Is(err, store.ErrNotFound) {
+		rows = w.withoutDeleted(ctx, rows)
+		err = w.st.FlushTranscript(ctx, rows, open, cleared)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err != nil {
 		w.pending = append(rows, w.pending...)
-		w.mu.Unlock()
+		w.cleared = append(cleared, w.cleared...)
+		for _, b := range grown {
+			b.dirty = true
+		}
 		return err
 	}
+	for _, b := range grown {
+		b.saved = true
+	}
 	return nil
+}
+
+// withoutDeleted drops the rows of sessions that no longer exist.
+func (w *transcriptWriter) withoutDeleted(ctx context.Context, rows []store.EventRow) []store.EventRow {
+	gone := map[string]bool{}
+	kept := rows[:0:0]
+	for _, r := range rows {
+		if _, seen := gone[r.SessionID]; !seen {
+			_, err := w.st.GetSession(ctx, r.SessionID)
+			gone[r.SessionID] = errors.Is(err, store.ErrNotFound)
+		}
+		if !gone[r.SessionID] {
+			kept = append(kept, r)
+		}
+	}
+	return kept
 }
 
 func (w *transcriptWriter) close() {

@@ -21,13 +21,15 @@ type Session struct {
 	CreatedAt   time.Time // CreateSession sets now when zero
 	UpdatedAt   time.Time // bumped by SetSessionStatus and AppendEvents
 	Archived    bool
+	Model       string // "provider/model"; "" means the server's default
+	TitleSet    bool   // the title was set (renamed, or named by the first prompt)
 }
 
-const sessionCols = `id::text, title, project_root, cwd, agent_id, status, created_at, updated_at, archived`
+const sessionCols = `id::text, title, project_root, cwd, agent_id, status, created_at, updated_at, archived, model, title_set`
 
 func scanSession(row pgx.Row) (Session, error) {
 	var x Session
-	err := row.Scan(&x.ID, &x.Title, &x.ProjectRoot, &x.Cwd, &x.AgentID, &x.Status, &x.CreatedAt, &x.UpdatedAt, &x.Archived)
+	err := row.Scan(&x.ID, &x.Title, &x.ProjectRoot, &x.Cwd, &x.AgentID, &x.Status, &x.CreatedAt, &x.UpdatedAt, &x.Archived, &x.Model, &x.TitleSet)
 	return x, err
 }
 
@@ -46,7 +48,7 @@ func parseID(op, id string) (uuid.UUID, error) {
 func (s *Store) CreateSession(ctx context.Context, x Session) (Session, error) {
 	for _, f := range []struct{ name, v string }{
 		{"title", x.Title}, {"project_root", x.ProjectRoot}, {"cwd", x.Cwd},
-		{"agent_id", x.AgentID}, {"status", x.Status},
+		{"agent_id", x.AgentID}, {"status", x.Status}, {"model", x.Model},
 	} {
 		if err := checkText(f.name, f.v); err != nil {
 			return Session{}, fmt.Errorf("create session: %w", err)
@@ -70,10 +72,10 @@ func (s *Store) CreateSession(ctx context.Context, x Session) (Session, error) {
 	err := s.withConn(ctx, "create session", func(ctx context.Context, c *pgxpool.Conn) error {
 		var err error
 		out, err = scanSession(c.QueryRow(ctx, `
-			INSERT INTO sessions (id, title, project_root, cwd, agent_id, status, created_at, updated_at, archived)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+			INSERT INTO sessions (id, title, project_root, cwd, agent_id, status, created_at, updated_at, archived, model, title_set)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
 			RETURNING `+sessionCols,
-			id, x.Title, x.ProjectRoot, x.Cwd, x.AgentID, x.Status, x.CreatedAt, x.UpdatedAt, x.Archived))
+			id, x.Title, x.ProjectRoot, x.Cwd, x.AgentID, x.Status, x.CreatedAt, x.UpdatedAt, x.Archived, x.Model, x.TitleSet))
 		return err
 	})
 	return out, err

@@ -1,0 +1,159 @@
+package agent
+
+import (
+	"encoding/json"
+
+	"github.com/zidane-server/zidane/protocol"
+	"github.com/zidane-server/zidane/server/agent/provider"
+)
+
+// Synthetic results of tool calls that have none in the transcript (runtime case R15): the
+// history sent to a provider answers every call.
+const (
+	resultMissing = "The tool call has no result: the run ended before the tool finished (it was cancelled, or the server stopped during the tool)."
+)
+
+// historyFrom builds the conversation a provider gets from a session's transcript events (closed
+// blocks, in order). Each user-prompt starts an exchange; the markdown, thinking and tool events
+// of one model turn (turnId) become one assistant message, and each tool-result a tool message
+// right after it. The result is always a history a provider accepts (runtime case R15):
+//   - every tool call has exactly one result before the next assistant or user message; a call
+//     whose result is missing (a crash, a cut stream) gets a synthetic error result;
+//   - a result whose call is not in the preceding assistant message is left out;
+//   - an assistant message with neither text nor calls (only thinking, or nothing) is left out;
+//   - a prompt that was never answered (dropped from the queue, failed before the model said
+//     anything, interrupted by a crash) is left out with its error, except the last one, which is
+//     the prompt being answered.
+func historyFrom(events []protocol.StreamEvent) []provider.Message {
+	var out []provider.Message
+	asst := -1      // index in out of the current assistant message
+	turn := ""      // its turnId
+	open := []int{} // indexes of the current assistant message's calls without a result yet
+	answered := map[string]bool{}
+	exchangeStart := -1 // index in out of the current exchange's user message
+	failed := false     // the current exchange had an error event
+
+	closeCalls := func() {
+		if asst < 0 {
+			return
+		}
+		for _, ci := range open {
+			c := out[asst].ToolCalls[ci]
+			if !answered[c.ID] {
+				out = append(out, provider.Message{Role: provider.RoleTool, ToolCallID: c.ID, ToolName: c.Name, Text: resultMissing, IsError: true})
+			}
+		}
+		open = open[:0]
+		answered = map[string]bool{}
+		if m := out[asst]; m.Text == "" && len(m.ToolCalls) == 0 {
+			out = append(out[:asst], out[asst+1:]...)
+		}
+		asst, turn = -1, ""
+	}
+	endExchange := func() {
+		closeCalls()
+		// A prompt with nothing after it and an error was never answered.
+		if exchangeStart >= 0 && exchangeStart == len(out)-1 && failed {
+			out = out[:exchangeStart]
+		}
+	}
+	assistant := func(turnID string) *provider.Message {
+		if asst < 0 || turnID != turn || len(out)-1 != asst {
+			// A new turn, or content after a result: a new assistant message.
+			closeCalls()
+			out = append(out, provider.Message{Role: provider.RoleAssistant})
+			asst, turn = len(out)-1, turnID
+		}
+		return &out[asst]
+	}
+	for _, ev := range events {
+		switch e := ev.(type) {
+		case *protocol.UserPromptEvent:
+			endExchange()
+			out = append(out, provider.Message{Role: provider.RoleUser, Text: e.Text})
+			exchangeStart, failed = len(out)-1, false
+		case *protocol.MarkdownEvent:
+			m := assistant(e.TurnID)
+			m.Text += e.Text
+		case *protocol.ThinkingEvent:
+			m := assistant(e.TurnID)
+			m.Thinking += e.Text
+		case *protocol.ToolEvent:
+			m := assistant(e.TurnID)
+			args := json.RawMessage(e.Input)
+			if !isJSONObject(args) {
+				args = json.RawMessage(`{}`)
+			}
+			m.ToolCalls = append(m.ToolCalls, provider.ToolCall{ID: e.CallID, Name: e.Tool, Arguments: args})
+			open = append(open, len(m.ToolCalls)-1)
+		case *protocol.ToolResultEvent:
+			if asst < 0 || answered[e.CallID] || !hasCall(out[asst].ToolCalls, e.CallID) {
+				continue // an orphan result
+			}
+			answered[e.CallID] = true
+			out = append(out, provider.Message{Role: provider.RoleTool, ToolCallID: e.CallID, ToolName: e.Tool, Text: e.Text, IsError: e.IsError != nil && *e.IsError})
+		case *protocol.ErrorEvent:
+			failed = true
+		}
+	}
+	closeCalls()
+	return out
+}
+
+func hasCall(calls []provider.ToolCall, id string) bool {
+	for _, c := range calls {
+		if c.ID == id {
+			return true
+		}
+	}
+	return false
+}
+
+func isJSONObject(b []byte) bool {
+	var m map[string]json.RawMessage
+	return len(b) > 0 && json.Unmarshal(b, &m) == nil && m != nil
+}
+
+// estimateTokens is a conservative count of a message's tokens for fitting the context window:
+// a token per 4 bytes (rounded up) plus a few for the message's frame.
+func estimateTokens(m provider.Message) int {
+	n := len(m.Text) + len(m.Thinking) + len(m.ToolName) + len(m.ToolCallID)
+	for _, c := range m.ToolCalls {
+		n += len(c.ID) + len(c.Name) + len(c.Arguments)
+	}
+	return (n+3)/4 + 6
+}
+
+// textTokens estimates a text's tokens like estimateTokens.
+func textTokens(s string) int { return (len(s) + 3) / 4 }
+
+// trimHistory drops the oldest exchanges (a user message and everything up to the next one)
+// whole until the rest fits budget tokens, so a tool call never loses its result (runtime case
+// R14). It returns the messages kept and how many exchanges it dropped; ok is false when even the
+// newest exchange alone does not fit.
+func trimHistory(msgs []provider.Message, budget int) (kept []provider.Message, dropped int, ok bool) {
+	var starts []int // index of each exchange's first message
+	for i, m := range msgs {
+		if m.Role == provider.RoleUser || i == 0 {
+			starts = append(starts, i)
+		}
+	}
+	total := 0
+	for _, m := range msgs {
+		total += estimateTokens(m)
+	}
+	for len(starts) > 0 && total > budget {
+		if len(starts) == 1 {
+			return nil, dropped, false
+		}
+		for _, m := range msgs[starts[0]:starts[1]] {
+			total -= estimateTokens(m)
+		}
+		starts = starts[1:]
+		dropped++
+	}
+	if len(starts) == 0 {
+		return nil, dropped, len(msgs) == 0
+	}
+	return msgs[starts[0]:], dropped, true
+}

@@ -1,0 +1,175 @@
+package agent
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/zidane-server/zidane/protocol"
+	"github.com/zidane-server/zidane/server/agent/provider"
+)
+
+// validHistory is the check every fake endpoint of runtime cases R14/R15 makes: the first message
+// is the user's; each tool message answers a call of the nearest preceding assistant message;
+// every call has exactly one result before the next user or assistant message.
+func validHistory(t *testing.T, msgs []provider.Message) {
+	t.Helper()
+	if len(msgs) == 0 {
+		return
+	}
+	require.Equal(t, provider.RoleUser, msgs[0].Role, "the first message is the user's")
+	var open map[string]bool
+	closeOpen := func(at int) {
+		for id := range open {
+			t.Fatalf("message %d: call %s has no result before it", at, id)
+		}
+		open = nil
+	}
+	for i, m := range msgs {
+		switch m.Role {
+		case provider.RoleUser:
+			closeOpen(i)
+		case provider.RoleAssistant:
+			closeOpen(i)
+			assert.True(t, m.Text != "" || len(m.ToolCalls) > 0, "message %d: an empty assistant message", i)
+			open = map[string]bool{}
+			for _, c := range m.ToolCalls {
+				open[c.ID] = true
+				assert.True(t, json.Valid(c.Arguments) && strings.HasPrefix(string(c.Arguments), "{"), "call %s: arguments %s", c.ID, c.Arguments)
+			}
+		case provider.RoleTool:
+			require.True(t, open[m.ToolCallID], "message %d: result %s answers no call of the preceding assistant message", i, m.ToolCallID)
+			delete(open, m.ToolCallID)
+		}
+	}
+	closeOpen(len(msgs))
+}
+
+func userPrompt(text string) protocol.StreamEvent {
+	return &protocol.UserPromptEvent{Text: text, TurnID: "u-" + text}
+}
+func md(turn, text string) protocol.StreamEvent {
+	return &protocol.MarkdownEvent{Text: text, TurnID: turn}
+}
+func call(turn, id, name, args string) protocol.StreamEvent {
+	return &protocol.ToolEvent{Tool: name, CallID: id, Text: name, Input: json.RawMessage(args), TurnID: turn}
+}
+func result(turn, id, name, text string) protocol.StreamEvent {
+	return &protocol.ToolResultEvent{Tool: name, CallID: id, Text: text, TurnID: turn}
+}
+
+// TestHistoryFromTranscript: a transcript becomes user, assistant (text, thinking and calls of
+// one turn) and tool messages in order; summaries and errors are not sent.
+func TestHistoryFromTranscript(t *testing.T) {
+	evs := []protocol.StreamEvent{
+		userPrompt("U1"),
+		&protocol.ThinkingEvent{Text: "hm", TurnID: "a1"},
+		md("a1", "Let me look."),
+		call("a1", "call_1", "read_file", `{"path":"a"}`),
+		result("a1", "call_1", "read_file", "contents"),
+		md("a2", "It says contents."),
+		&protocol.RunSummaryEvent{Text: "s", TurnID: "a2"},
+		userPrompt("U2"),
+	}
+	msgs := historyFrom(evs)
+	validHistory(t, msgs)
+	require.Len(t, msgs, 5)
+	assert.Equal(t, provider.Message{Role: provider.RoleUser, Text: "U1"}, msgs[0])
+	assert.Equal(t, "Let me look.", msgs[1].Text)
+	assert.Equal(t, "hm", msgs[1].Thinking)
+	assert.Equal(t, []provider.ToolCall{{ID: "call_1", Name: "read_file", Arguments: json.RawMessage(`{"path":"a"}`)}}, msgs[1].ToolCalls)
+	assert.Equal(t, provider.Message{Role: provider.RoleTool, ToolCallID: "call_1", ToolName: "read_file", Text: "contents"}, msgs[2])
+	assert.Equal(t, provider.Message{Role: provider.RoleAssistant, Text: "It says contents."}, msgs[3])
+	assert.Equal(t, provider.Message{Role: provider.RoleUser, Text: "U2"}, msgs[4])
+}
+
+// TestRuntimeCase_R15_InterruptedToolLeavesValidHistory: a run that ended mid-tool (a crash
+// left the call without a result; a cut stream left thinking only; a result with no call; a
+// dropped prompt) still gives a history every provider accepts, and the new prompt is last.
+func TestRuntimeCase_R15_InterruptedToolLeavesValidHistory(t *testing.T) {
+	cases := map[string][]protocol.StreamEvent{
+		"crash during the tool": {
+			userPrompt("U1"), call("a1", "toolu_1", "exec", `{"command":"sleep 60"}`),
+			&protocol.ErrorEvent{Message: InterruptedMessage},
+			userPrompt("continue"),
+		},
+		"cancel: the tool's result says so": {
+			userPrompt("U1"), md("a1", "Running it."), call("a1", "toolu_1", "exec", `{"command":"sleep 60"}`),
+			&protocol.ToolResultEvent{Tool: "exec", CallID: "toolu_1", Text: "The tool was stopped: the run was cancelled by the user.", IsError: ptr(true), TurnID: "a1"},
+			&protocol.ErrorEvent{Message: "The run was cancelled."},
+			userPrompt("continue"),
+		},
+		"stream cut before the call closed": {
+			userPrompt("U1"), &protocol.ThinkingEvent{Text: "I will run", TurnID: "a1"},
+			&protocol.ErrorEvent{Message: "cut"},
+			userPrompt("continue"),
+		},
+		"two calls, one result": {
+			userPrompt("U1"), call("a1", "c2", "read", `{}`), call("a1", "c3", "read", `{}`),
+			result("a1", "c3", "read", "ok"),
+			userPrompt("continue"),
+		},
+		"orphan result and bad input": {
+			userPrompt("U1"), result("a0", "ghost", "read", "?"), call("a1", "c1", "read", `"not an object"`),
+			result("a1", "c1", "read", "ok"), result("a1", "c1", "read", "twice"),
+			userPrompt("continue"),
+		},
+		"dropped follow-up": {
+			userPrompt("U1"), md("a1", "Hi."),
+			userPrompt("queued then cancelled"), &protocol.ErrorEvent{Message: "The queued prompt was cancelled."},
+			userPrompt("continue"),
+		},
+	}
+	for name, evs := range cases {
+		t.Run(name, func(t *testing.T) {
+			msgs := historyFrom(evs)
+			validHistory(t, msgs)
+			last := msgs[len(msgs)-1]
+			assert.Equal(t, provider.Message{Role: provider.RoleUser, Text: "continue"}, last)
+			for _, m := range msgs {
+				assert.NotEqual(t, "queued then cancelled", m.Text, "a prompt that never ran is not sent")
+			}
+		})
+	}
+	msgs := historyFrom(cases["crash during the tool"])
+	require.Len(t, msgs, 4)
+	assert.Equal(t, provider.Message{Role: provider.RoleTool, ToolCallID: "toolu_1", ToolName: "exec", Text: resultMissing, IsError: true}, msgs[2])
+}
+
+// TestRuntimeCase_R14_TrimDropsWholeExchanges: the history of case R14 trimmed to fit drops the
+// oldest exchange whole, keeps the parallel calls with their results, says how many it dropped,
+// and refuses when the newest exchange alone does not fit.
+func TestRuntimeCase_R14_TrimDropsWholeExchanges(t *testing.T) {
+	big := strings.Repeat("x", 1000) // ≈250 tokens
+	evs := []protocol.StreamEvent{
+		userPrompt("U1"), call("a1", "call_1", "read_file", `{"path":"big"}`), result("a1", "call_1", "read_file", big), md("a1b", "A1 text"),
+		userPrompt("U2"), call("a2", "call_2", "read", `{}`), call("a2", "call_3", "read", `{}`),
+		result("a2", "call_2", "read", "T2"), result("a2", "call_3", "read", "T3"), md("a2b", "A2 text"),
+		userPrompt("U3"),
+	}
+	msgs := historyFrom(evs)
+	validHistory(t, msgs)
+	total := 0
+	for _, m := range msgs {
+		total += estimateTokens(m)
+	}
+	kept, dropped, ok := trimHistory(msgs, total)
+	require.True(t, ok)
+	assert.Zero(t, dropped)
+	assert.Equal(t, msgs, kept)
+
+	kept, dropped, ok = trimHistory(msgs, total-10)
+	require.True(t, ok)
+	assert.Equal(t, 1, dropped)
+	validHistory(t, kept)
+	assert.Equal(t, "U2", kept[0].Text)
+	assert.Len(t, kept[1].ToolCalls, 2, "the parallel calls stay together")
+
+	kept, dropped, ok = trimHistory(msgs, 5)
+	assert.False(t, ok, "the newest exchange alone does not fit")
+	assert.Nil(t, kept)
+	assert.Equal(t, 2, dropped)
+}

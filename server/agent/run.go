@@ -1,0 +1,238 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/zidane-server/zidane/protocol"
+	"github.com/zidane-server/zidane/server/agent/provider"
+	"github.com/zidane-server/zidane/server/store"
+)
+
+// Limits are the per-run limits (operator settings; issue 8, "Per-run limits"). Zero fields take
+// the defaults. A run that hits one ends with an error event naming it.
+type Limits struct {
+	// MaxTurns bounds the model turns of one run; default 50.
+	MaxTurns int
+	// MaxWallTime bounds one run's time from its start (waiting for a run slot included);
+	// default 30 min.
+	MaxWallTime time.Duration
+	// MaxOutputTokens bounds the tokens of one model turn's answer; default 8192.
+	MaxOutputTokens int
+	// MaxConcurrentRuns bounds the runs that talk to a model at once, server-wide; a run past it
+	// waits (its run:start and prompt already sent) until one ends. Default 8.
+	MaxConcurrentRuns int
+}
+
+func (l *Limits) defaults() {
+	if l.MaxTurns <= 0 {
+		l.MaxTurns = 50
+	}
+	if l.MaxWallTime <= 0 {
+		l.MaxWallTime = 30 * time.Minute
+	}
+	if l.MaxOutputTokens <= 0 {
+		l.MaxOutputTokens = 8192
+	}
+	if l.MaxConcurrentRuns <= 0 {
+		l.MaxConcurrentRuns = 8
+	}
+}
+
+// runError is a run's end for a reason of the runtime's own (a limit, the context window): its
+// text is the error event's message.
+type runError struct{ msg string }
+
+func (e *runError) Error() string { return e.msg }
+
+// errWallTime is the cause of a run context that hit Limits.MaxWallTime.
+var errWallTime = errors.New("wall time limit")
+
+// runModel is the run loop (DESIGN "Agent runtime"): each model turn sends the session's
+// conversation so far (trimmed to the context window), streams the answer as events, runs the
+// tools the model called (through the ToolGate, then the ToolRunner) and sends their results in
+// the next turn, until the model answers without calling a tool or a limit ends the run. It
+// returns the run's summary (from the providers' usage) and the last turn's id.
+func (r *Runtime) runModel(ctx context.Context, ru *run) (protocol.RunSummary, string, error) {
+	lim := r.cfg.Limits
+	prov, model, err := r.models.Resolve(ctx, ru.session.Model)
+	sum := protocol.RunSummary{ModelID: model.ID}
+	if err != nil {
+		return sum, "", &runError{err.Error() + "; pick one with sessions.setModel."}
+	}
+	prov = provider.WithRetry(prov, r.cfg.Retry)
+	tools := r.tools.Tools(ru.session)
+	system := r.systemPrompt(ru.session, tools)
+	var streamed time.Duration
+	lastTurn := ""
+	unreported := false
+	for turn := 1; ; turn++ {
+		if turn > lim.MaxTurns {
+			return r.summary(sum, streamed, unreported), lastTurn, &runError{fmt.Sprintf("The run stopped: it reached the limit of %d model turns per run (the operator's --max-turns).", lim.MaxTurns)}
+		}
+		msgs := historyFrom(r.conv.snapshot(ru.sessionID))
+		if model.ContextWindow > 0 {
+			budget := model.ContextWindow - lim.MaxOutputTokens - textTokens(system) - toolsTokens(tools)
+			kept, dropped, ok := trimHistory(msgs, budget)
+			if !ok {
+				return r.summary(sum, streamed, unreported), lastTurn, &runError{fmt.Sprintf("Context too long: the newest exchange alone does not fit %s's context window of %d tokens (with %d reserved for the answer). Start a new session, or pick a model with a larger window.", model.ID, model.ContextWindow, lim.MaxOutputTokens)}
+			}
+			msgs = kept
+			if d := dropped; d > 0 && (sum.DroppedExchanges == nil || *sum.DroppedExchanges < d) {
+				sum.DroppedExchanges = &d
+			}
+		}
+		req := &provider.Request{Model: model.Name, System: system, Messages: msgs, Tools: tools, MaxOutputTokens: lim.MaxOutputTokens}
+		turnID := uuid.NewString()
+		lastTurn = turnID
+		var calls []provider.ToolCall
+		start := time.Now()
+		var first time.Time
+		res, err := prov.Stream(ctx, req, func(ev provider.Event) error {
+			if first.IsZero() {
+				first = time.Now()
+			}
+			switch e := ev.(type) {
+			case *provider.TextDelta:
+				r.emit(ru, &protocol.MarkdownEvent{Text: e.Text, Streaming: true, TurnID: turnID})
+			case *provider.ThinkingDelta:
+				r.emit(ru, &protocol.ThinkingEvent{Text: e.Text, Streaming: true, TurnID: turnID})
+			case *provider.ToolCallDone:
+				calls = append(calls, e.Call)
+				r.emit(ru, &protocol.ToolEvent{Tool: e.Call.Name, CallID: e.Call.ID, Text: callLine(e.Call), Input: e.Call.Arguments, TurnID: turnID})
+			}
+			return nil
+		})
+		end := time.Now()
+		r.closeBlock(ru.sessionID)
+		if err != nil {
+			// A call announced before the failure gets a result, so the history stays valid.
+			for _, c := range calls {
+				r.emit(ru, &protocol.ToolResultEvent{Tool: c.Name, CallID: c.ID, Text: "The tool did not run: the model's turn failed.", IsError: ptr(true), TurnID: turnID})
+			}
+			return r.summary(sum, streamed, unreported), lastTurn, err
+		}
+		u := protocol.Usage{Input: res.Usage.InputTokens, Output: res.Usage.OutputTokens, ModelID: model.ID}
+		if !first.IsZero() {
+			u.TimeToFirstTokenMs = ptr(first.Sub(start).Milliseconds())
+			u.StreamDurationMs = ptr(end.Sub(first).Milliseconds())
+			streamed += end.Sub(first)
+		}
+		if !res.Usage.Reported {
+			u.Unreported = ptr(true)
+			unreported = true
+		}
+		r.publish(&protocol.TurnEndSignal{SessionID: ru.sessionID, RunID: ru.id, TurnID: turnID, Usage: u}, ru)
+		r.storeUsage(ru, turnID, model.ID, res.Usage)
+		sum.Turns++
+		sum.TokensIn += u.Input
+		sum.TokensOut += u.Output
+		switch {
+		case res.Stop == provider.StopMaxTokens:
+			return r.summary(sum, streamed, unreported), lastTurn, &runError{fmt.Sprintf("The answer was cut: it reached the limit of %d output tokens per turn (the operator's --max-output-tokens).", lim.MaxOutputTokens)}
+		case res.Stop == provider.StopToolUse && len(calls) > 0:
+			for _, c := range calls {
+				res := r.runTool(ctx, ru, turnID, c)
+				ev := &protocol.ToolResultEvent{Tool: c.Name, CallID: c.ID, Text: res.Text, IsError: optTrue(res.IsError), TurnID: turnID}
+				if res.Diff != "" {
+					ev.Diff = &res.Diff
+				}
+				r.emit(ru, ev)
+			}
+			if err := ctx.Err(); err != nil {
+				return r.summary(sum, streamed, unreported), lastTurn, err
+			}
+		default:
+			return r.summary(sum, streamed, unreported), lastTurn, nil
+		}
+	}
+}
+
+// runTool asks the gate, then runs the call. A call the run's end interrupts gets a result that
+// says so (runtime case R15).
+func (r *Runtime) runTool(ctx context.Context, ru *run, turnID string, c provider.ToolCall) ToolResult {
+	tc := ToolCall{Session: ru.session, RunID: ru.id, TurnID: turnID, Origin: ru.origin, Call: c}
+	if ctx.Err() != nil {
+		return ToolResult{Text: "The tool did not run: " + r.stopReason(ctx, ru), IsError: true}
+	}
+	if r.cfg.Gate != nil {
+		if ok, denied := r.cfg.Gate.Check(ctx, tc); !ok {
+			denied.IsError = true
+			return denied
+		}
+	}
+	res := r.tools.Run(ctx, tc)
+	if ctx.Err() != nil {
+		return ToolResult{Text: "The tool was stopped: " + r.stopReason(ctx, ru) + " " + res.Text, IsError: true}
+	}
+	return res
+}
+
+// stopReason says why ctx ended, for a tool's result.
+func (r *Runtime) stopReason(ctx context.Context, ru *run) string {
+	r.mu.Lock()
+	cancelled := ru.cancelled
+	r.mu.Unlock()
+	switch {
+	case cancelled:
+		return "the run was cancelled by the user."
+	case errors.Is(context.Cause(ctx), errWallTime):
+		return "the run reached its time limit."
+	default:
+		return "the server stopped during the tool."
+	}
+}
+
+func (r *Runtime) storeUsage(ru *run, turnID, modelID string, u provider.Usage) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := r.st.AddTurnUsage(ctx, store.TurnUsage{SessionID: ru.sessionID, RunID: ru.id, TurnID: turnID, ModelID: modelID,
+		Input: u.InputTokens, Output: u.OutputTokens, Reported: u.Reported})
+	if err != nil {
+		r.log.Error("turn usage not stored", "session", ru.sessionID, "run", ru.id, "err", err)
+	}
+}
+
+// summary completes a run summary: tokens per second of streaming (one decimal).
+func (r *Runtime) summary(sum protocol.RunSummary, streamed time.Duration, unreported bool) protocol.RunSummary {
+	secs := max(streamed.Seconds(), 0.001)
+	sum.TokensPerSecond = float64(int64(float64(sum.TokensOut)/secs*10)) / 10
+	if unreported {
+		sum.Unreported = ptr(true)
+	}
+	return sum
+}
+
+func toolsTokens(ts []provider.Tool) int {
+	n := 0
+	for _, t := range ts {
+		n += textTokens(t.Name) + textTokens(t.Description) + textTokens(string(t.InputSchema))
+	}
+	return n
+}
+
+// callLine renders a call on one line: name(arguments), the arguments cut at 80 characters.
+func callLine(c provider.ToolCall) string {
+	return fmt.Sprintf("%s(%s)", c.Name, truncate(string(c.Arguments), 80))
+}
+
+func truncate(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n]) + "…"
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func optTrue(b bool) *bool {
+	if b {
+		return ptr(true)
+	}
+	return nil
+}

@@ -1,0 +1,280 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// FlushTranscript writes one batch of the transcript writer in one transaction: rows are appended
+// (as AppendEvents), the open-block checkpoints of the sessions in cleared are deleted, and open
+// holds the new checkpoints (one per session: the streamed block not closed yet, as the event it
+// will become). Errors as AppendEvents; on error nothing is written.
+func (s *Store) FlushTranscript(ctx context.Context, rows, open []EventRow, cleared []string) error {
+	if len(rows) == 0 && len(open) == 0 && len(cleared) == 0 {
+		return nil
+	}
+	sess, turns, kinds, bodies, err := eventArrays("flush transcript", rows)
+	if err != nil {
+		return err
+	}
+	osess, oturns, okinds, obodies, err := eventArrays("flush transcript", open)
+	if err != nil {
+		return err
+	}
+	var clear []uuid.UUID
+	for _, id := range cleared {
+		u, err := parseID("flush transcript", id)
+		if err != nil {
+			return err
+		}
+		clear = append(clear, u)
+	}
+	return s.withConn(ctx, "flush transcript", func(ctx context.Context, c *pgxpool.Conn) error {
+		return pgx.BeginFunc(ctx, c, func(tx pgx.Tx) error {
+			if len(rows) > 0 {
+				var n int
+				if err := tx.QueryRow(ctx, `SELECT append_events($1, $2, $3, $4)`, sess, turns, kinds, bodies).Scan(&n); err != nil {
+					return err
+				}
+				if n != len(rows) {
+					return fmt.Errorf("appended %d of %d events", n, len(rows))
+				}
+			}
+			if len(clear) > 0 {
+				if _, err := tx.Exec(ctx, `DELETE FROM open_blocks WHERE session_id = ANY($1)`, clear); err != nil {
+					return err
+				}
+			}
+			if len(open) > 0 {
+				// A session deleted meanwhile has no row to refer to: its checkpoint is skipped.
+				if _, err := tx.Exec(ctx, `
+					INSERT INTO open_blocks (session_id, turn_id, kind, body, updated_at)
+					SELECT o.s, o.t, o.k, o.b, now()
+					  FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[]) AS o(s, t, k, b)
+					 WHERE EXISTS (SELECT 1 FROM sessions WHERE id = o.s)
+					ON CONFLICT (session_id) DO UPDATE
+					   SET turn_id = excluded.turn_id, kind = excluded.kind, body = excluded.body, updated_at = now()`,
+					osess, oturns, okinds, obodies); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	})
+}
+
+func eventArrays(op string, rows []EventRow) (sess []uuid.UUID, turns, kinds, bodies []string, err error) {
+	for i, r := range rows {
+		u, err := parseID(op, r.SessionID)
+		if err != nil {
+			return nil, nil, nil, nil, err
+		}
+		for _, f := range []struct{ name, v string }{{"turn_id", r.TurnID}, {"kind", r.Kind}, {"body", string(r.Body)}} {
+			if err := checkText(f.name, f.v); err != nil {
+				return nil, nil, nil, nil, fmt.Errorf("%s: row %d: %w", op, i, err)
+			}
+		}
+		sess = append(sess, u)
+		turns, kinds, bodies = append(turns, r.TurnID), append(kinds, r.Kind), append(bodies, string(r.Body))
+	}
+	return sess, turns, kinds, bodies, nil
+}
+
+// InterruptRunning ends the runs a killed process left behind, in one transaction: every session
+// still "running" gets its open-block checkpoint (the text streamed before the crash) appended to
+// its transcript, then the event errorEvent returns for it, and the status "interrupted". Every
+// checkpoint is removed. It returns the ids of those sessions.
+func (s *Store) InterruptRunning(ctx context.Context, errorEvent func(sessionID string) EventRow) ([]string, error) {
+	var ids []string
+	err := s.withConn(ctx, "interrupt running sessions", func(ctx context.Context, c *pgxpool.Conn) error {
+		return pgx.BeginFunc(ctx, c, func(tx pgx.Tx) error {
+			ids = nil
+			rows, err := tx.Query(ctx, `
+				SELECT s.id::text, b.turn_id, b.kind, b.body
+				  FROM sessions s LEFT JOIN open_blocks b ON b.session_id = s.id
+				 WHERE s.status = 'running' ORDER BY s.id FOR UPDATE OF s`)
+			if err != nil {
+				return err
+			}
+			var batch []EventRow
+			for rows.Next() {
+				var id string
+				var turn, kind, body *string
+				if err := rows.Scan(&id, &turn, &kind, &body); err != nil {
+					rows.Close()
+					return err
+				}
+				ids = append(ids, id)
+				if body != nil {
+					batch = append(batch, EventRow{SessionID: id, TurnID: *turn, Kind: *kind, Body: []byte(*body)})
+				}
+				batch = append(batch, errorEvent(id))
+			}
+			if err := rows.Err(); err != nil {
+				return err
+			}
+			if len(batch) > 0 {
+				sess, turns, kinds, bodies, err := eventArrays("interrupt running sessions", batch)
+				if err != nil {
+					return err
+				}
+				if _, err := tx.Exec(ctx, `SELECT append_events($1, $2, $3, $4)`, sess, turns, kinds, bodies); err != nil {
+					return err
+				}
+			}
+			if _, err := tx.Exec(ctx, `UPDATE sessions SET status = 'interrupted', updated_at = greatest(now(), updated_at) WHERE status = 'running'`); err != nil {
+				return err
+			}
+			_, err = tx.Exec(ctx, `DELETE FROM open_blocks`)
+			return err
+		})
+	})
+	return ids, err
+}
+
+// TurnUsage is one model turn's usage as the provider reported it.
+type TurnUsage struct {
+	SessionID, RunID, TurnID string
+	ModelID                  string // "provider/model"
+	Input, Output            int64  // tokens; 0 when not Reported
+	Reported                 bool   // false: the provider sent no usage
+	At                       time.Time
+}
+
+// AddTurnUsage stores one turn's usage (At defaults to now).
+func (s *Store) AddTurnUsage(ctx context.Context, u TurnUsage) error {
+	sid, err := parseID("add turn usage", u.SessionID)
+	if err != nil {
+		return err
+	}
+	for _, f := range []struct{ name, v string }{{"run_id", u.RunID}, {"turn_id", u.TurnID}, {"model_id", u.ModelID}} {
+		if err := checkText(f.name, f.v); err != nil {
+			return fmt.Errorf("add turn usage: %w", err)
+		}
+	}
+	if u.At.IsZero() {
+		u.At = time.Now()
+	}
+	return s.withConn(ctx, "add turn usage", func(ctx context.Context, c *pgxpool.Conn) error {
+		_, err := c.Exec(ctx, `INSERT INTO turn_usage (session_id, run_id, turn_id, model_id, input, output, reported, created_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, sid, u.RunID, u.TurnID, u.ModelID, u.Input, u.Output, u.Reported, u.At)
+		return err
+	})
+}
+
+// UsageRow is one group of usage.summary: a local day (YYYY-MM-DD in the zone asked for) or a
+// model, with its totals.
+type UsageRow struct {
+	Key                   string // the day or the model id
+	TokensIn, TokensOut   int64
+	Runs, Sessions, Turns int64
+	UnreportedTurns       int64 // turns whose provider sent no usage (not in the token totals)
+}
+
+// UsageSummary totals turn_usage since from (zero: all), grouped by local day in zone (an IANA
+// name such as "Europe/Paris", or "" for the database's zone) and by model, plus the grand total.
+func (s *Store) UsageSummary(ctx context.Context, from time.Time, zone string) (days, models []UsageRow, total UsageRow, err error) {
+	if zone == "" {
+		zone = "UTC"
+	}
+	q := func(ctx context.Context, c *pgxpool.Conn, key string) ([]UsageRow, error) {
+		// $2 is the zone; every key mentions it so the statement's parameters are the same.
+		rows, err := c.Query(ctx, `
+			SELECT `+key+` AS k, coalesce(sum(input), 0)::bigint, coalesce(sum(output), 0)::bigint,
+			       count(DISTINCT run_id), count(DISTINCT session_id), count(*), count(*) FILTER (WHERE NOT reported)
+			  FROM turn_usage WHERE created_at >= $1 AND $2::text IS NOT NULL GROUP BY 1 ORDER BY 1`, from, zone)
+		if err != nil {
+			return nil, err
+		}
+		return pgx.CollectRows(rows, func(r pgx.CollectableRow) (UsageRow, error) {
+			var u UsageRow
+			err := r.Scan(&u.Key, &u.TokensIn, &u.TokensOut, &u.Runs, &u.Sessions, &u.Turns, &u.UnreportedTurns)
+			return u, err
+		})
+	}
+	err = s.withConn(ctx, "usage summary", func(ctx context.Context, c *pgxpool.Conn) error {
+		var err error
+		if days, err = q(ctx, c, `to_char(created_at AT TIME ZONE $2::text, 'YYYY-MM-DD')`); err != nil {
+			return err
+		}
+		if models, err = q(ctx, c, `model_id`); err != nil {
+			return err
+		}
+		all, err := q(ctx, c, `''`)
+		if err != nil {
+			return err
+		}
+		if len(all) == 1 {
+			total = all[0]
+		}
+		return nil
+	})
+	return days, models, total, err
+}
+
+// SetSessionModel sets the session's model id ("" = the server's default). ErrNotFound when the
+// session does not exist.
+func (s *Store) SetSessionModel(ctx context.Context, id, model string) (Session, error) {
+	return s.updateSession(ctx, "set session model", id, `model = $2`, model)
+}
+
+// RenameSession sets the session's title and marks it as set by a person (a first prompt no
+// longer names it). ErrNotFound when the session does not exist.
+func (s *Store) RenameSession(ctx context.Context, id, title string) (Session, error) {
+	return s.updateSession(ctx, "rename session", id, `title = $2, title_set = true`, title)
+}
+
+// TitleFromPrompt sets the title of a session whose title nobody set yet, once; it reports
+// whether it did.
+func (s *Store) TitleFromPrompt(ctx context.Context, id, title string) (Session, bool, error) {
+	x, err := s.updateSession(ctx, "title from prompt", id, `title = CASE WHEN title_set THEN title ELSE $2 END, title_set = true`, title)
+	return x, err == nil, err
+}
+
+// ArchiveSession sets the session's archived flag. ErrNotFound when it does not exist.
+func (s *Store) ArchiveSession(ctx context.Context, id string, archived bool) (Session, error) {
+	return s.updateSession(ctx, "archive session", id, `archived = $2`, archived)
+}
+
+// DeleteSession removes the session and its transcript. ErrNotFound when it does not exist.
+func (s *Store) DeleteSession(ctx context.Context, id string) error {
+	u, err := parseID("delete session", id)
+	if err != nil {
+		return err
+	}
+	return s.withConn(ctx, "delete session", func(ctx context.Context, c *pgxpool.Conn) error {
+		tag, err := c.Exec(ctx, `DELETE FROM sessions WHERE id = $1`, u)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return ErrNotFound
+		}
+		return nil
+	})
+}
+
+func (s *Store) updateSession(ctx context.Context, op, id, set string, arg any) (Session, error) {
+	u, err := parseID(op, id)
+	if err != nil {
+		return Session{}, err
+	}
+	if str, ok := arg.(string); ok {
+		if err := checkText("value", str); err != nil {
+			return Session{}, fmt.Errorf("%s: %w", op, err)
+		}
+	}
+	var out Session
+	err = s.withConn(ctx, op, func(ctx context.Context, c *pgxpool.Conn) error {
+		var err error
+		out, err = scanSession(c.QueryRow(ctx, `UPDATE sessions SET `+set+`, updated_at = greatest(now(), updated_at)
+			WHERE id = $1 RETURNING `+sessionCols, u, arg))
+		return err
+	})
+	return out, err
+}
