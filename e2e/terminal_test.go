@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/json"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -166,4 +167,25 @@ func TestTerminalKillAndSignal(t *testing.T) {
 	require.False(t, processGone(int(st.PID)))
 	s.stop()
 	assert.True(t, processGone(int(st.PID)), "the terminal ended before the server exited")
+}
+
+// TestTerminalUnderSandboxPolicy: with --terminal-sandbox workspace-write a terminal writes inside
+// the workspace roots but not elsewhere, and does not see the server's data dir.
+func TestTerminalUnderSandboxPolicy(t *testing.T) {
+	outside := t.TempDir()
+	s := startServer(t, serverOpts{dbURL: storetest.URL(t), extra: []string{"--project-terminals", "--terminal-sandbox", "workspace-write"}})
+	a := dial(t, s, s.mintToken("sb-admin", "admin"))
+	a.hello()
+	script := `touch inside.txt && echo INSIDE-OK; touch ` + outside + `/escaped.txt 2>/dev/null && echo OUTSIDE-WROTE || echo OUTSIDE-REFUSED; grep -q token ` + s.opts.dataDir + `/daemon.json 2>/dev/null && echo DAEMON-READ || echo DAEMON-HIDDEN`
+	var st protocol.TerminalStartResult
+	a.result("terminal.start", map[string]any{"argv": []string{"sh", "-c", script}, "cwd": s.opts.root}, &st)
+	out, exit := termOutput(a, st.TerminalID, nil)
+	require.NotNil(t, exit, "output: %s", out)
+	assert.EqualValues(t, 0, exit["exitCode"], "output: %s", out)
+	assert.Contains(t, out, "INSIDE-OK")
+	assert.Contains(t, out, "OUTSIDE-REFUSED")
+	assert.Contains(t, out, "DAEMON-HIDDEN", "the data dir (daemon.json's token) is hidden")
+	assert.FileExists(t, filepath.Join(s.opts.dataDir, "daemon.json"))
+	assert.FileExists(t, filepath.Join(s.opts.root, "inside.txt"))
+	assert.NoFileExists(t, filepath.Join(outside, "escaped.txt"))
 }

@@ -155,6 +155,7 @@ func startCmd() *cobra.Command {
 	var unixSocket string
 	var limits server.Limits
 	var allowClone, projectTerminals bool
+	var terminalSandbox string
 	var cloneSchemes []string
 	var approvalTimeout time.Duration
 	cmd := &cobra.Command{
@@ -190,6 +191,14 @@ func startCmd() *cobra.Command {
 			self, cli := binaries()
 			cfg := server.Config{WorkspaceRoots: roots, AllowedOrigins: origins, DataDir: db.dataDir, StepDelay: stepDelay, Logger: log, Limits: limits, Binary: self,
 				AllowClone: allowClone, CloneSchemes: cloneSchemes, ProjectTerminals: projectTerminals, ApprovalTimeout: approvalTimeout}
+			if terminalSandbox != "" {
+				prep, err := terminalPrepare(terminalSandbox, db.dataDir, unixSocket, roots)
+				if err != nil {
+					ln.Close()
+					return err
+				}
+				cfg.TerminalPrepare = prep
+			}
 			if db.databaseURL != "" {
 				cfg.DatabaseURL = db.databaseURL
 			}
@@ -260,6 +269,7 @@ func startCmd() *cobra.Command {
 	cmd.Flags().StringArrayVar(&cloneSchemes, "clone-scheme", nil, "URL scheme git.clone and git.sync accept (repeatable; default https and ssh; local paths inside the roots always)")
 	cmd.Flags().BoolVar(&projectTerminals, "project-terminals", false, "let admin tokens run terminals in the workspace roots (see docs/security.md)")
 	cmd.Flags().DurationVar(&approvalTimeout, "approval-timeout", 30*time.Minute, "how long a tool approval request waits for an answer before it expires as a denial")
+	cmd.Flags().StringVar(&terminalSandbox, "terminal-sandbox", "", "run project terminals under this sandbox policy (workspace-write, workspace-write+network, read-only); default none")
 	cmd.Flags().DurationVar(&stepDelay, "scripted-step-delay", 0, "pause between the scripted provider's streamed pieces (for demos and tests)")
 	cmd.Flags().MarkHidden("scripted-step-delay")
 	return cmd
@@ -533,4 +543,42 @@ func fmtTime(t *time.Time) string {
 		return "-"
 	}
 	return t.Format(time.RFC3339)
+}
+
+// terminalPrepare builds the hook that runs every project terminal under the sandbox policy
+// named policy (the operator's --terminal-sandbox): the server's data dir and unix socket are
+// hidden, and terminals share the scratch directory <data-dir>/sandbox/terminals. A policy this
+// machine cannot enforce refuses the start.
+func terminalPrepare(policy, dataDir, unixSocket string, roots []string) (func(*exec.Cmd) error, error) {
+	p, err := sandbox.ParsePolicy(policy)
+	if err != nil {
+		return nil, fmt.Errorf("--terminal-sandbox: %w", err)
+	}
+	if p == sandbox.Off {
+		return nil, errors.New("--terminal-sandbox off: leave the flag out to run terminals without a sandbox")
+	}
+	hide := []string{dataDir}
+	if unixSocket != "" {
+		hide = append(hide, unixSocket)
+	}
+	sb, err := sandbox.New(sandbox.Options{ScratchBase: filepath.Join(dataDir, "sandbox"), Hide: hide})
+	if err != nil {
+		return nil, err
+	}
+	if err := sb.Check(p); err != nil {
+		return nil, fmt.Errorf("--terminal-sandbox: %w", err)
+	}
+	var abs []string
+	for _, r := range srvRoots(roots) {
+		a, err := filepath.Abs(r)
+		if err == nil {
+			if d, err := filepath.EvalSymlinks(a); err == nil {
+				a = d
+			}
+		}
+		abs = append(abs, a)
+	}
+	return func(cmd *exec.Cmd) error {
+		return sb.Wrap(cmd, sandbox.Request{Policy: p, Roots: abs, SessionID: "terminals"})
+	}, nil
 }

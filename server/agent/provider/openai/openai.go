@@ -19,7 +19,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"time"
 
 	oa "github.com/openai/openai-go/v3"
@@ -63,9 +62,7 @@ type Provider struct {
 	cfg    Config
 	client oa.Client
 
-	mu       sync.Mutex
-	listed   []provider.Model
-	listedAt time.Time
+	models *provider.ModelList
 }
 
 // New returns a provider for cfg.
@@ -78,9 +75,6 @@ func New(cfg Config) *Provider {
 	}
 	if cfg.KeyEnv == "" {
 		cfg.KeyEnv = DefaultKeyEnv
-	}
-	if cfg.ModelsTTL == 0 {
-		cfg.ModelsTTL = time.Minute
 	}
 	hc := cfg.HTTPClient
 	if hc == nil {
@@ -105,7 +99,7 @@ func New(cfg Config) *Provider {
 			return next(r)
 		}),
 	}
-	return &Provider{cfg: cfg, client: oa.NewClient(opts...)}
+	return &Provider{cfg: cfg, client: oa.NewClient(opts...), models: &provider.ModelList{Provider: cfg.Name, Configured: cfg.Models, TTL: cfg.ModelsTTL}}
 }
 
 // Name returns the provider's name.
@@ -116,52 +110,27 @@ func (p *Provider) Name() string { return p.cfg.Name }
 // OpenRouter and LM Studio fill in the others. When the listing fails, the configured models
 // come back with the error.
 func (p *Provider) Models(ctx context.Context) ([]provider.Model, error) {
-	p.mu.Lock()
-	if p.listed != nil && time.Since(p.listedAt) < p.cfg.ModelsTTL {
-		out := p.merge(p.listed)
-		p.mu.Unlock()
-		return out, nil
-	}
-	p.mu.Unlock()
-	page, err := p.client.Models.List(ctx)
-	if err != nil {
-		return p.merge(nil), p.classify(ctx, err, false)
-	}
-	listed := make([]provider.Model, 0, len(page.Data))
-	for _, m := range page.Data {
-		w := 0
-		for _, k := range []string{"max_model_len", "context_length", "context_window"} {
-			if f, ok := m.JSON.ExtraFields[k]; ok {
-				var n int
-				if json.Unmarshal([]byte(f.Raw()), &n) == nil && n > 0 {
-					w = n
-					break
+	return p.models.Get(ctx, func(ctx context.Context) ([]provider.Model, error) {
+		page, err := p.client.Models.List(ctx)
+		if err != nil {
+			return nil, p.classify(ctx, err, false)
+		}
+		listed := make([]provider.Model, 0, len(page.Data))
+		for _, m := range page.Data {
+			w := 0
+			for _, k := range []string{"max_model_len", "context_length", "context_window"} {
+				if f, ok := m.JSON.ExtraFields[k]; ok {
+					var n int
+					if json.Unmarshal([]byte(f.Raw()), &n) == nil && n > 0 {
+						w = n
+						break
+					}
 				}
 			}
+			listed = append(listed, provider.Model{Name: m.ID, ContextWindow: w})
 		}
-		listed = append(listed, provider.Model{ID: p.cfg.Name + "/" + m.ID, Provider: p.cfg.Name, Name: m.ID, ContextWindow: w})
-	}
-	p.mu.Lock()
-	p.listed, p.listedAt = listed, time.Now()
-	p.mu.Unlock()
-	return p.merge(listed), nil
-}
-
-// merge lists the configured models first, then the listed ones not configured.
-func (p *Provider) merge(listed []provider.Model) []provider.Model {
-	out := make([]provider.Model, 0, len(p.cfg.Models)+len(listed))
-	seen := map[string]bool{}
-	for _, m := range p.cfg.Models {
-		m.Provider, m.ID = p.cfg.Name, p.cfg.Name+"/"+m.Name
-		out = append(out, m)
-		seen[m.Name] = true
-	}
-	for _, m := range listed {
-		if !seen[m.Name] {
-			out = append(out, m)
-		}
-	}
-	return out
+		return listed, nil
+	})
 }
 
 // params builds the Chat Completions request for req.

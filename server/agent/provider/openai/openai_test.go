@@ -27,18 +27,12 @@ func newProvider(f *openaitest.Server) *openai.Provider {
 func run(t *testing.T, p provider.Provider, req *provider.Request) providertest.Turn {
 	t.Helper()
 	if req == nil {
-		req = &provider.Request{Model: "m", Messages: []provider.Message{{Role: provider.RoleUser, Text: "hi"}}}
+		req = providertest.Hi("m")
 	}
-	return providertest.Stream(context.Background(), p, req)
+	return providertest.Run(p, req)
 }
 
-func perr(t *testing.T, err error) *provider.Error {
-	t.Helper()
-	require.Error(t, err)
-	e, ok := provider.AsError(err)
-	require.True(t, ok, "a *provider.Error: %v", err)
-	return e
-}
+func perr(t *testing.T, err error) *provider.Error { t.Helper(); return providertest.AsError(t, err) }
 
 func assertCalls(t *testing.T, got []provider.ToolCall, want ...string) {
 	t.Helper()

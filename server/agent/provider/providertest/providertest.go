@@ -5,6 +5,8 @@ package providertest
 import (
 	"context"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/zidane-server/zidane/server/agent/provider"
 )
 
@@ -40,4 +42,28 @@ func Stream(ctx context.Context, p provider.Provider, req *provider.Request) Tur
 		return nil
 	})
 	return o
+}
+
+// Hi is a one-prompt request for model.
+func Hi(model string) *provider.Request {
+	return &provider.Request{Model: model, Messages: []provider.Message{{Role: provider.RoleUser, Text: "hi"}}}
+}
+
+// Run streams req (Hi("m") when nil) with a background context.
+func Run(p provider.Provider, req *provider.Request) Turn {
+	if req == nil {
+		req = Hi("m")
+	}
+	return Stream(context.Background(), p, req)
+}
+
+// AsError fails t unless err is a *provider.Error, and returns it.
+func AsError(t require.TestingT, err error) *provider.Error {
+	if h, ok := t.(interface{ Helper() }); ok {
+		h.Helper()
+	}
+	require.Error(t, err)
+	e, ok := provider.AsError(err)
+	require.True(t, ok, "a *provider.Error: %v", err)
+	return e
 }

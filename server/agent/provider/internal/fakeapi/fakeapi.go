@@ -63,8 +63,10 @@ func (r *Request) Decode(v any) error { return json.Unmarshal(r.Body, v) }
 type API struct {
 	// StreamPath is the model request's path, e.g. "/v1/chat/completions".
 	StreamPath string
-	// Fill completes a JSON event with the fields the cases leave out.
+	// Fill completes a JSON event with the fields the cases leave out (nil: as is).
 	Fill func(event string) string
+	// Event names a JSON event for an "event:" line before its data (nil: no event line).
+	Event func(event string) string
 	// ErrorBody renders an error message as the API's error object with the given status.
 	ErrorBody func(status int, msg string) string
 	// Models renders GET /v1/models.
@@ -264,6 +266,11 @@ func (s *Server) frame(ev string) string {
 	case strings.HasPrefix(t, "{"):
 		if s.api.Fill != nil {
 			t = s.api.Fill(t)
+		}
+		if s.api.Event != nil {
+			if name := s.api.Event(t); name != "" {
+				return "event: " + name + "\ndata: " + t + "\n\n"
+			}
 		}
 		return "data: " + t + "\n\n"
 	}
