@@ -195,7 +195,7 @@ func TestFieldCase_B36_CLIPrintsOnlyItsRun(t *testing.T) {
 				ends++
 				assert.Equal(t, runID, sg.RunID)
 				assert.Equal(t, len(lines)-1, i, "run:end comes last")
-			case "event", "turn:end":
+			case "event", "turn:end", "plans:snapshot":
 			default:
 				t.Errorf("line %d: a %s signal is not part of the run: %s", i, sg.Kind, line)
 			}

@@ -819,7 +819,8 @@ func assertRunSignals(t *testing.T, sigs []signal, sid, runID string, firstSeq i
 	require.GreaterOrEqual(t, len(names), 6, "%v", names)
 	assert.Equal(t, "run:start", names[0], "%v", names)
 	assert.Equal(t, runID, sess[0].RunID)
-	assert.Equal(t, "event:user-prompt", names[1], "%v", names)
+	assert.Equal(t, "plans:snapshot", names[1], "the seed's run order: run:start, plans:snapshot, the prompt: %v", names)
+	assert.Equal(t, "event:user-prompt", names[2], "%v", names)
 	last := sess[len(sess)-1]
 	assert.Equal(t, "run:end", last.Kind)
 	require.NotNil(t, last.OK)
