@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -691,4 +692,44 @@ func TestBackoffDelays(t *testing.T) {
 		assert.True(t, d >= 400*time.Millisecond && d <= 600*time.Millisecond, "%s", d)
 	}
 	assert.True(t, errors.Is(ErrNotConnected, ErrDisconnected))
+}
+
+// TestClientCase_C19_ReloadPagesWhenTooLarge: a transcript too large for one answer is reloaded
+// page by page from its end, in order, with the newest page's watermark.
+func TestClientCase_C19_ReloadPagesWhenTooLarge(t *testing.T) {
+	r := newRig(t, nil)
+	conn := r.followed(t, "A", 1)
+	r.px.RST()
+	conn = r.fs.conn(t)
+	conn.answer(conn.req(t).ID, `{"ok":false,"reason":"gap"}`)
+	req := conn.req(t)
+	assert.Equal(t, map[string]any{"sessionId": "A"}, params(t, req))
+	conn.write(`{"jsonrpc":"2.0","id":` + string(req.ID) + `,"error":{"code":-32012,"message":"Response too large"}}`)
+	prompt := func(n int) string {
+		return `{"kind":"user-prompt","text":"` + strconv.Itoa(n) + `","turnId":"u` + strconv.Itoa(n) + `"}`
+	}
+	req = conn.req(t)
+	assert.Equal(t, map[string]any{"sessionId": "A", "limit": float64(200)}, params(t, req))
+	conn.answer(req.ID, `{"events":[`+prompt(3)+`,`+prompt(4)+`],"start":2,"exact":true,"cursor":2,"signalEpoch":"epoch-1","seq":9}`)
+	req = conn.req(t)
+	assert.Equal(t, map[string]any{"sessionId": "A", "limit": float64(200), "before": float64(2)}, params(t, req))
+	conn.answer(req.ID, `{"events":[`+prompt(1)+`,`+prompt(2)+`],"start":0,"exact":true}`)
+	req = conn.req(t)
+	assert.Equal(t, map[string]any{"sessionId": "A", "epoch": "epoch-1", "afterSeq": float64(9)}, params(t, req), "resumes from the newest page's watermark")
+	conn.answer(req.ID, `{"ok":true,"signals":[]}`)
+	var reload *Reload
+	require.Eventually(t, func() bool {
+		for _, ev := range r.k.all() {
+			if ev.Reload != nil {
+				reload = ev.Reload
+			}
+		}
+		return reload != nil
+	}, 5*time.Second, time.Millisecond)
+	var texts []string
+	for _, e := range reload.Events {
+		texts = append(texts, e.(*protocol.UserPromptEvent).Text)
+	}
+	assert.Equal(t, []string{"1", "2", "3", "4"}, texts)
+	assert.True(t, reload.Exact)
 }

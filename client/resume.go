@@ -247,31 +247,59 @@ type snapshot struct {
 	watermark *int64
 }
 
-// loadSnapshot reads the whole transcript. A server that answers the $seq its events are
-// consistent with (and its signalEpoch) makes the reload exact.
+// loadSnapshot reads the whole transcript: in one answer, or, when that is too large for one
+// message (ResponseTooLarge), page by page from the end (older pages do not change). A server
+// that answers the $seq its events are consistent with (and its signalEpoch) makes the reload
+// exact; the newest page carries it.
 func (c *Client) loadSnapshot(w *wire, sessionID string) (snapshot, error) {
 	ctx, cancel := context.WithTimeout(c.ctx, syncTimeout)
 	defer cancel()
-	var raw json.RawMessage
-	if err := c.call(ctx, w, protocol.MethodSessionsLoadEvents, &protocol.SessionsLoadEventsParams{SessionID: sessionID}, &raw); err != nil {
-		return snapshot{}, err
+	params := &protocol.SessionsLoadEventsParams{SessionID: sessionID}
+	var s snapshot
+	var pages [][]protocol.StreamEvent
+	limit := 0
+	for {
+		var raw json.RawMessage
+		err := c.call(ctx, w, protocol.MethodSessionsLoadEvents, params, &raw)
+		var rpcErr *protocol.Error
+		if errors.As(err, &rpcErr) && rpcErr.Code == protocol.CodeResponseTooLarge && limit != 1 {
+			switch {
+			case limit == 0:
+				limit = 200
+			default:
+				limit /= 2
+			}
+			params.Limit = &limit
+			continue
+		}
+		if err != nil {
+			return snapshot{}, err
+		}
+		var res protocol.SessionsLoadEventsResult
+		if err := json.Unmarshal(raw, &res); err != nil {
+			return snapshot{}, fmt.Errorf("zidane client: decode sessions.loadEvents: %w", err)
+		}
+		if pages == nil {
+			var extra struct {
+				SignalEpoch string `json:"signalEpoch"`
+				Seq         *int64 `json:"seq"`
+				DollarSeq   *int64 `json:"$seq"`
+			}
+			_ = json.Unmarshal(raw, &extra)
+			s.epoch, s.watermark = extra.SignalEpoch, extra.Seq
+			if s.watermark == nil {
+				s.watermark = extra.DollarSeq
+			}
+		}
+		pages = append(pages, res.Events)
+		if limit == 0 || res.Cursor == nil {
+			break
+		}
+		params.Before = res.Cursor
 	}
-	var res protocol.SessionsLoadEventsResult
-	if err := json.Unmarshal(raw, &res); err != nil {
-		return snapshot{}, fmt.Errorf("zidane client: decode sessions.loadEvents: %w", err)
-	}
-	var extra struct {
-		SignalEpoch string `json:"signalEpoch"`
-		Seq         *int64 `json:"seq"`
-		DollarSeq   *int64 `json:"$seq"`
-	}
-	_ = json.Unmarshal(raw, &extra)
-	s := snapshot{events: res.Events, epoch: extra.SignalEpoch, watermark: extra.Seq}
-	if s.watermark == nil {
-		s.watermark = extra.DollarSeq
-	}
-	if s.events == nil {
-		s.events = []protocol.StreamEvent{}
+	s.events = []protocol.StreamEvent{}
+	for i := len(pages) - 1; i >= 0; i-- {
+		s.events = append(s.events, pages[i]...)
 	}
 	return s, nil
 }

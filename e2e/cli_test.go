@@ -195,7 +195,8 @@ func TestFieldCase_B36_CLIPrintsOnlyItsRun(t *testing.T) {
 				ends++
 				assert.Equal(t, runID, sg.RunID)
 				assert.Equal(t, len(lines)-1, i, "run:end comes last")
-			case "event", "turn:end", "plans:snapshot":
+			case "event", "turn:end", "plans:snapshot": // run-scoped: they carry the run's id
+				assert.Equal(t, runID, sg.RunID, "line %d", i)
 			default:
 				t.Errorf("line %d: a %s signal is not part of the run: %s", i, sg.Kind, line)
 			}
@@ -211,7 +212,9 @@ func TestFieldCase_B36_CLIPrintsOnlyItsRun(t *testing.T) {
 	cli := startCLI(t, s.url(), tok, "-c", "<mine> & yours", "--json", "--session", o)
 	require.Equal(t, 0, cli.wait(waitTimeout), "stderr: %s", cli.stderr.String())
 	out := cli.stdout.String()
-	assert.NotContains(t, out, "Someone else")
+	// The other run's prompt is not printed (the CLI's own answer may quote it: the scripted
+	// model greets with the session's previous prompt).
+	assert.NotContains(t, out, `"text":"Someone else`)
 	assert.Contains(t, out, `"text":"<mine> & yours"`)
 	runIDs := map[string]bool{}
 	for _, line := range strings.Split(strings.TrimRight(out, "\n"), "\n") {
@@ -302,4 +305,44 @@ func TestCLITokenRefusedSaysHowToMint(t *testing.T) {
 	code, out, _ = runCLI(t, s, "zds_bad", "version")
 	assert.Equal(t, 0, code)
 	assert.Regexp(t, `^zidane \S+ \(protocol \d+, min \d+, schema [0-9a-f]{12}\)\n$`, out)
+}
+
+// TestCLIServerKilledMidRun: the server is killed while the CLI's run streams and a new server
+// process takes its place; the CLI reconnects, its resume answers epoch, and from the reloaded
+// transcript it tells that the run did not finish instead of waiting for a run:end that cannot
+// come.
+func TestCLIServerKilledMidRun(t *testing.T) {
+	db, data, root := storetest.URL(t), t.TempDir(), t.TempDir()
+	s1 := startServer(t, serverOpts{dbURL: db, dataDir: data, root: root, extra: []string{"--scripted-step-delay", "300ms"}})
+	tok := s1.mintToken("killed", "chat")
+	px := clienttest.Start(t, s1.addr)
+	cli := startCLI(t, px.URL(), tok, "-c", "Outlive me.")
+	require.Eventually(t, func() bool { return strings.Contains(cli.stdout.String(), "Hello! ") }, waitTimeout, 5*time.Millisecond)
+	require.NoError(t, s1.cmd.Process.Kill())
+	<-s1.done
+	s1.stopped = true
+	s2 := startServer(t, serverOpts{dbURL: db, dataDir: data, root: root})
+	px.SetTarget(s2.addr)
+	assert.Equal(t, 1, cli.wait(waitTimeout))
+	assert.Contains(t, cli.stderr.String(), "reloaded the transcript")
+	assert.Contains(t, cli.stderr.String(), "the server restarted while the run was going on; the run did not finish")
+	assert.Equal(t, 1, strings.Count(cli.stdout.String(), "Hello! "), "nothing printed twice")
+}
+
+// TestClientCase_C12_RevokedTokenStopsTheCLI: revoking the CLI's token while its run streams
+// closes its connection (1008); the CLI says the token was refused and how to mint one, and
+// does not retry.
+func TestClientCase_C12_RevokedTokenStopsTheCLI(t *testing.T) {
+	s := startServer(t, serverOpts{dbURL: storetest.URL(t), extra: []string{"--scripted-step-delay", "300ms"}})
+	admin := dial(t, s, s.mintToken("ops", "admin"))
+	admin.hello()
+	px := clienttest.Start(t, s.addr)
+	cli := startCLI(t, px.URL(), s.mintToken("doomed", "chat"), "-c", "Revoke me.")
+	require.Eventually(t, func() bool { return strings.Contains(cli.stdout.String(), "Hello! ") }, waitTimeout, 5*time.Millisecond)
+	admin.result("tokens.revoke", map[string]any{"name": "doomed"}, nil)
+	assert.Equal(t, 1, cli.wait(waitTimeout))
+	assert.Contains(t, cli.stderr.String(), "the server refused the token (401)")
+	assert.Contains(t, cli.stderr.String(), "zidane-server token create --name cli --scope chat")
+	assert.NotContains(t, cli.stderr.String(), "reconnecting")
+	assert.Equal(t, 1, px.Accepted(), "no retry after a revocation")
 }

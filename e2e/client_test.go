@@ -102,6 +102,20 @@ func (f *follower) transcript(sid string) string {
 	return string(b)
 }
 
+// followNew opens a client through px, creates a session with it and follows it from $seq 0.
+func followNew(t *testing.T, px *clienttest.Proxy, tok string, b client.Backoff) (*client.Client, string, *follower) {
+	t.Helper()
+	c := client.Open(px.URL(), client.Options{Token: tok, Backoff: b})
+	t.Cleanup(func() { c.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	require.NoError(t, c.WaitConnected(ctx))
+	sess, err := c.SessionsCreate(ctx, &protocol.SessionsCreateParams{})
+	require.NoError(t, err)
+	c.Follow(sess.ID, 0)
+	return c, sess.ID, follow(t, c, sess.ID)
+}
+
 // loadEvents returns a session's whole transcript as the server answers it.
 func loadEvents(t *testing.T, c *wsConn, sid string) string {
 	var page struct {
@@ -160,16 +174,7 @@ func TestClientCutsRebuildTheTranscript(t *testing.T) {
 	s := startServer(t, serverOpts{dbURL: storetest.URL(t), extra: []string{"--scripted-step-delay", "3ms"}})
 	tok := s.mintToken("cuts", "chat")
 	px := clienttest.Start(t, s.addr)
-	c := client.Open(px.URL(), client.Options{Token: tok, Backoff: client.Backoff{Min: 2 * time.Millisecond, Max: 20 * time.Millisecond}})
-	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	require.NoError(t, c.WaitConnected(ctx))
-	sess, err := c.SessionsCreate(ctx, &protocol.SessionsCreateParams{})
-	require.NoError(t, err)
-	sid := sess.ID
-	c.Follow(sid, 0)
-	f := follow(t, c, sid)
+	_, sid, f := followNew(t, px, tok, client.Backoff{Min: 2 * time.Millisecond, Max: 20 * time.Millisecond})
 
 	driver := dial(t, s, tok) // sends the prompts on a connection that is never cut
 	driver.hello()
@@ -287,16 +292,7 @@ func TestClientCase_C19_EpochAfterARestart(t *testing.T) {
 	s1 := startServer(t, serverOpts{dbURL: db, dataDir: data, root: root})
 	tok := s1.mintToken("epoch", "chat")
 	px := clienttest.Start(t, s1.addr)
-	c := client.Open(px.URL(), client.Options{Token: tok, Backoff: client.Backoff{Min: 10 * time.Millisecond, Max: 100 * time.Millisecond}})
-	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	require.NoError(t, c.WaitConnected(ctx))
-	sess, err := c.SessionsCreate(ctx, &protocol.SessionsCreateParams{})
-	require.NoError(t, err)
-	sid := sess.ID
-	c.Follow(sid, 0)
-	f := follow(t, c, sid)
+	c, sid, f := followNew(t, px, tok, client.Backoff{Min: 10 * time.Millisecond, Max: 100 * time.Millisecond})
 	d1 := dial(t, s1, tok)
 	d1.hello()
 	run1 := sendPrompt(t, d1, sid, "Before the restart.")
@@ -324,4 +320,40 @@ func TestClientCase_C19_EpochAfterARestart(t *testing.T) {
 	run3 := sendPrompt(t, d2, sid, "Live again.")
 	require.Eventually(t, func() bool { return f.ended(run3) }, waitTimeout, 5*time.Millisecond)
 	assert.JSONEq(t, loadEvents(t, d2, sid), f.transcript(sid))
+}
+
+// TestClientCase_C19_GapWhileOffline: while the client is cut off, runs in its session push more
+// signals than the replay log keeps (2000 per session); on its return resume answers gap, the
+// client reloads through sessions.loadEvents while a run still streams, and once that run ends
+// its transcript equals the server's: no piece twice, none missing.
+func TestClientCase_C19_GapWhileOffline(t *testing.T) {
+	if testing.Short() {
+		t.Skip("160 runs")
+	}
+	s := startServer(t, serverOpts{dbURL: storetest.URL(t), extra: []string{"--scripted-step-delay", "2ms"}})
+	tok := s.mintToken("gap", "chat")
+	px := clienttest.Start(t, s.addr)
+	_, sid, f := followNew(t, px, tok, client.Backoff{Min: 10 * time.Millisecond, Max: 50 * time.Millisecond})
+	driver := dial(t, s, tok)
+	driver.hello()
+	first := sendPrompt(t, driver, sid, "Before going offline.")
+	waitRunEnd(t, driver, func() {}, first)
+	require.Eventually(t, func() bool { return f.ended(first) }, waitTimeout, 5*time.Millisecond)
+
+	px.Respond(503) // offline: every attempt is refused until Forward
+	px.RST()
+	for i := 0; i < 160; i++ { // 160 runs of 13 signals: past the 2000 the log keeps
+		waitRunEnd(t, driver, func() {}, sendPrompt(t, driver, sid, fmt.Sprintf("Offline %d.", i)))
+	}
+	last := sendPrompt(t, driver, sid, "Streaming when the client returns.")
+	px.Forward()
+	waitRunEnd(t, driver, func() {}, last)
+	// The client may come back while the last run streams or after it ended (its run:end is then
+	// inside the gap, and only the reloaded transcript shows the run): either way it ends exact.
+	require.Eventually(t, func() bool { return f.transcript(sid) == loadEvents(t, driver, sid) }, waitTimeout, 20*time.Millisecond,
+		"the transcript after the gap equals sessions.loadEvents")
+	f.mu.Lock()
+	loads := f.loads
+	f.mu.Unlock()
+	assert.GreaterOrEqual(t, loads, 1, "the gap was reloaded and the reader told")
 }

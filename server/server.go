@@ -112,8 +112,8 @@ type Config struct {
 	// ApprovalTimeout is how long a tool approval request waits before it expires as a denial;
 	// default agent.DefaultApprovalTimeout (30 min).
 	ApprovalTimeout time.Duration
-	// ToolLimits holds the agent tools' limits and exec's Launcher (where the OS sandbox plugs in).
-	ToolLimits tools.Config
+	// Tools holds the agent tools' limits and exec's Launcher (where the OS sandbox plugs in).
+	Tools tools.Config
 	// StepDelay slows the scripted provider between streamed pieces (tests use it to watch a run).
 	StepDelay time.Duration
 	// Models resolves the agent's model ids; nil: the scripted provider alone.
@@ -122,11 +122,6 @@ type Config struct {
 	SystemPrompt string
 	// RunLimits are the agent's per-run limits (turns, wall time, output tokens, concurrent runs).
 	RunLimits agent.Limits
-	// Tools runs the agent's tool calls; nil: the agent's tools (server/agent/tools) behind
-	// approvals, plus the scripted exchange's lookup tool.
-	Tools agent.ToolRunner
-	// ToolGate, when set, approves or refuses each tool call before it runs.
-	ToolGate agent.ToolGate
 	// AllowClone lets chat tokens clone repositories into the workspace roots (git.clone; hello's
 	// clone: true). Off by default.
 	AllowClone bool
@@ -219,16 +214,12 @@ func New(ctx context.Context, cfg Config, st *store.Store) (*Server, error) {
 	s.metrics = newMetrics(s)
 	s.hub.published = s.metrics.signals
 	s.gate = agent.NewGate(st, agentReporter{s}, cfg.ApprovalTimeout)
-	s.tools = &agent.ToolHost{WS: ws, Config: cfg.ToolLimits, Gate: s.gate, Store: st, Reporter: agentReporter{s}, Logger: s.log,
-		Fallback: agent.LookupTools{}}
-	if cfg.Tools == nil {
-		cfg.Tools = s.tools
-	}
+	s.tools = &agent.ToolHost{WS: ws, Config: cfg.Tools, Gate: s.gate, Store: st, Reporter: agentReporter{s}, Logger: s.log}
 	s.runs, err = agent.New(agent.Config{
 		Store: st, Reporter: agentReporter{s}, Logger: s.log,
 		MaxMessageBytes: int(cfg.Limits.MaxMessageBytes), StepDelay: cfg.StepDelay,
 		Models: cfg.Models, SystemPrompt: cfg.SystemPrompt, Limits: cfg.RunLimits,
-		Tools: cfg.Tools, Gate: cfg.ToolGate, Workspace: ws,
+		Tools: agent.HostTools{Host: s.tools}, Workspace: ws,
 	})
 	if err != nil {
 		stop()

@@ -161,7 +161,7 @@ func runPrompt(o promptOptions, stdout, stderr io.Writer) int {
 		closeClient = false
 		return setupFailed(setupCtx, ctx, t, stderr, "send", err)
 	}
-	p := &printer{out: stdout, stderr: stderr, sid: sid, runID: res.RunID, prompt: o.prompt, asJSON: o.asJSON}
+	p := &printer{out: stdout, stderr: stderr, sid: sid, runID: res.RunID, prompt: o.prompt, asJSON: o.asJSON, newSession: o.sessionID == ""}
 	p.enc = json.NewEncoder(stdout)
 	p.enc.SetEscapeHTML(false)
 
@@ -246,6 +246,7 @@ type printer struct {
 	prompt      string
 	asJSON      bool
 	cancelling  bool // the CLI cancelled the run: its run:end error is expected
+	newSession  bool // the CLI created the session: every run in it is the CLI's
 	inRun       bool
 	ended       bool
 	lastText    bool
@@ -304,20 +305,28 @@ func (p *printer) take(ev client.SignalEvent) (done bool, code int) {
 func (p *printer) endLine() {
 	if p.lastText && !p.asJSON {
 		fmt.Fprintln(p.out)
+		p.printed.WriteString("\n")
 		p.lastText = false
 	}
 }
 
-// reload handles a reloaded transcript: after a restart (epoch) the run is gone; after a gap the
-// text of the run that the CLI missed is printed from the transcript.
+// reload handles a reloaded transcript (the server could not replay what the connection
+// missed): the text of the run the CLI did not print is printed from it, and a run that ended in
+// the gap ends the CLI as the transcript says. After a restart (epoch) a run that did not end
+// never will.
 func (p *printer) reload(r *client.Reload) (bool, int) {
-	if r.Reason == "epoch" && p.inRun {
+	if r.Reason != "refresh" {
+		fmt.Fprintf(p.stderr, "zidane: the server could not replay what this connection missed (%s); reloaded the transcript\n", r.Reason)
+	}
+	lost := func() (bool, int) {
+		if r.Reason != "epoch" {
+			return false, 0
+		}
 		fmt.Fprintln(p.stderr, "zidane: the server restarted while the run was going on; the run did not finish")
 		return true, exitFailed
 	}
-	fmt.Fprintf(p.stderr, "zidane: the server could not replay what this connection missed (%s); reloaded the transcript\n", r.Reason)
-	if p.asJSON || !p.inRun {
-		return false, 0
+	if !p.inRun && !p.newSession {
+		return lost() // its run:start may still come, unless the server restarted
 	}
 	start := -1
 	for i, e := range r.Events {
@@ -326,18 +335,56 @@ func (p *printer) reload(r *client.Reload) (bool, int) {
 		}
 	}
 	if start < 0 {
-		return false, 0
+		return lost()
 	}
+	p.inRun = true
+	// The run's text as the CLI prints it: its markdown, a line end after each turn's text.
+	run := r.Events[start+1:]
 	var text strings.Builder
-	for _, e := range r.Events[start+1:] {
-		if m, ok := e.(*protocol.MarkdownEvent); ok {
-			text.WriteString(m.Text)
+	ended, failed := false, ""
+	for i, e := range run {
+		switch x := e.(type) {
+		case *protocol.MarkdownEvent:
+			text.WriteString(x.Text)
+			if next := nextMarkdown(run[i+1:]); next == nil || next.TurnID != x.TurnID {
+				text.WriteString("\n")
+			}
+		case *protocol.RunSummaryEvent:
+			ended = true
+		case *protocol.ErrorEvent:
+			if i == len(run)-1 {
+				ended, failed = true, x.Message
+			}
 		}
 	}
-	if rest, ok := strings.CutPrefix(text.String(), p.printed.String()); ok && rest != "" {
+	full := text.String()
+	if !ended {
+		full = strings.TrimSuffix(full, "\n") // the last turn may still stream
+	}
+	if rest, ok := strings.CutPrefix(full, p.printed.String()); ok && rest != "" && !p.asJSON {
 		fmt.Fprint(p.out, rest)
 		p.printed.WriteString(rest)
-		p.lastText = true
+		p.lastText = !strings.HasSuffix(rest, "\n")
 	}
-	return false, 0
+	if !ended {
+		return lost()
+	}
+	p.endLine()
+	if failed != "" {
+		if !p.cancelling {
+			fmt.Fprintln(p.stderr, "zidane:", failed)
+		}
+		return true, exitFailed
+	}
+	return true, exitOK
+}
+
+// nextMarkdown returns the first markdown event of events, or nil.
+func nextMarkdown(events []protocol.StreamEvent) *protocol.MarkdownEvent {
+	for _, e := range events {
+		if m, ok := e.(*protocol.MarkdownEvent); ok {
+			return m
+		}
+	}
+	return nil
 }

@@ -3,11 +3,14 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { Worker } from 'node:worker_threads'
-import { createRunHost, createWorkerHost, type ChatHost, type RunHost } from '../src/adapters/index.js'
-import { ClosedError, HostGoneError, WorkerVersionError } from '../src/client/index.js'
+import { WebSocket } from 'ws'
+import { createRunHost, createServerApprovalsHost, createServerHost, createWorkerHost, type ChatHost, type RunHost } from '../src/adapters/index.js'
+import { ClosedError, HostGoneError, WorkerVersionError, createServerClient, type WebSocketConstructor } from '../src/client/index.js'
+import { FakeServer } from './helpers/fake-server.js'
 import type { StreamEvent } from '../src/index.js'
 import { until } from './helpers/clock.js'
 
+const WS = WebSocket as unknown as WebSocketConstructor
 const worker = (mode: string) => new Worker(new URL('./fixtures/agent-worker.js', import.meta.url), { workerData: { mode } })
 
 function rows(host: ChatHost, id: string) {
@@ -166,4 +169,72 @@ test('C29 a dead worker settles everything that waits on it', async (t) => {
     assert.ok(errors[0] instanceof HostGoneError)
     await assert.rejects(host.send(s.id, 'later'), HostGoneError)
   }
+})
+
+test('createServerApprovalsHost: pending approvals from list and signals, answer, safelist, mode; not offered', async (t) => {
+  const fs = await FakeServer.start()
+  t.after(() => fs.close())
+  const req = (id: string, at: number) => ({ requestId: id, sessionId: 'S', runId: 'r', callId: `c${id}`, tool: 'exec', input: { cmd: 'ls' }, summary: 'ls', cwd: '/w', createdAt: at, expiresAt: at + 60_000 })
+  fs.handlers['approvals.list'] = () => ({ requests: [req('b', 2), req('a', 1)] })
+  fs.handlers['approvals.answer'] = () => ({ ok: true })
+  fs.handlers['safelist.list'] = (r) => ({ entries: [{ id: 'e1', projectRoot: r.params.projectRoot ?? '/w', tool: 'exec', prefix: 'ls', createdAt: 1, createdBy: 'tok' }] })
+  fs.handlers['safelist.revoke'] = () => ({ revoked: true })
+  fs.handlers['approvals.getMode'] = () => ({ mode: 'ask' })
+  fs.handlers['approvals.setMode'] = () => ({ mode: 'locked' })
+  const client = createServerClient({ url: fs.url, token: 't', WebSocket: WS })
+  t.after(() => client.close())
+  const host = createServerApprovalsHost({ client })
+  t.after(() => host.close())
+  await until(() => host.offered.get() === true)
+  assert.deepEqual(host.approvals.get().map((a) => a.requestId), ['a', 'b'], 'oldest first')
+  fs.pushAll({ kind: 'approval:request', sessionId: 'S', runId: 'r', request: req('c', 3), $seq: 1 })
+  fs.pushAll({ kind: 'approval:resolved', sessionId: 'S', runId: 'r', requestId: 'a', resolution: 'expired', $seq: 2 })
+  await until(() => host.approvals.get().map((a) => a.requestId).join() === 'b,c')
+  assert.deepEqual(await host.answer('c', 'always'), { ok: true })
+  assert.deepEqual(fs.requests('approvals.answer')[0]!.params, { sessionId: 'S', requestId: 'c', decision: 'always' })
+  assert.deepEqual(host.approvals.get().map((a) => a.requestId), ['b'])
+  await assert.rejects(host.answer('zzz', 'allow'), /No pending approval/)
+  assert.equal((await host.safelist('/w'))[0]!.prefix, 'ls')
+  assert.equal(await host.revoke('e1'), true)
+  assert.equal(await host.mode('S'), 'ask')
+  await host.setMode('S', 'locked')
+  assert.deepEqual(fs.requests('approvals.setMode')[0]!.params, { sessionId: 'S', mode: 'locked' })
+
+  // A server without approvals: offered turns false, nothing is shown.
+  const bare = await FakeServer.start()
+  t.after(() => bare.close())
+  const h2 = createServerApprovalsHost({ url: bare.url, token: 't', WebSocket: WS })
+  t.after(() => h2.close())
+  await until(() => h2.offered.get() === false)
+  assert.deepEqual(h2.approvals.get(), [])
+})
+
+test('createServerHost: questions from interactions.list and interaction signals, answered by option or text', async (t) => {
+  const fs = await FakeServer.start()
+  t.after(() => fs.close())
+  const q = (id: string) => ({ requestId: id, sessionId: 'S', runId: 'r', callId: 'c', prompt: 'Which?', options: ['red', 'blue'], multiple: false, allowText: true, createdAt: 1 })
+  fs.handlers['sessions.list'] = () => ({ sessions: [] })
+  fs.handlers['interactions.list'] = () => ({ requests: [q('q1')] })
+  fs.handlers['interactions.answer'] = () => ({ ok: true })
+  const host = createServerHost({ url: fs.url, token: 't', WebSocket: WS, frames: false })
+  t.after(() => host.close())
+  await host.ready
+  await until(() => host.interactions.get().length === 1)
+  assert.deepEqual(host.interactions.get()[0], { id: 'q1', sessionId: 'S', runId: 'r', request: { prompt: 'Which?', options: ['red', 'blue'], multiple: false, allowText: true } })
+  fs.pushAll({ kind: 'interaction:request', sessionId: 'S', runId: 'r', request: q('q2'), $seq: 1 })
+  await until(() => host.interactions.get().length === 2)
+  await host.answer('q1', 'blue')
+  await host.answer('q2', 'something else')
+  assert.deepEqual(
+    fs.requests('interactions.answer').map((r) => r.params),
+    [
+      { sessionId: 'S', requestId: 'q1', answer: { choices: ['blue'] } },
+      { sessionId: 'S', requestId: 'q2', answer: { text: 'something else' } },
+    ],
+  )
+  assert.equal(host.interactions.get().length, 0)
+  fs.pushAll({ kind: 'interaction:request', sessionId: 'S', runId: 'r', request: q('q3'), $seq: 2 })
+  await until(() => host.interactions.get().length === 1)
+  fs.pushAll({ kind: 'interaction:resolved', sessionId: 'S', runId: 'r', requestId: 'q3', resolution: 'withdrawn', $seq: 3 })
+  await until(() => host.interactions.get().length === 0)
 })

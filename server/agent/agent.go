@@ -226,8 +226,8 @@ func (r *Runtime) launch(ctx context.Context, ru *run) error {
 		return err
 	}
 	r.publish(&protocol.RunStartSignal{SessionID: ru.sessionID, RunID: ru.id}, ru)
-	if h, ok := r.tools.(RunStartHook); ok {
-		h.RunStarting(wctx, ru.sessionID, ru.id, ru.origin) // plans:snapshot (the seed's run order)
+	if rs, ok := r.tools.(RunStarter); ok {
+		rs.RunStarted(wctx, ru.sessionID, ru.id, ru.origin)
 	}
 	r.rep.RunningChanged()
 	r.emit(ru, &protocol.UserPromptEvent{Text: ru.prompt, TurnID: uuid.NewString()})

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/zidane-server/zidane/protocol"
 	"github.com/zidane-server/zidane/server/agent/provider"
+	"github.com/zidane-server/zidane/server/agent/provider/scripted"
 	"github.com/zidane-server/zidane/server/store"
 )
 
@@ -64,8 +66,12 @@ func (r *Runtime) runModel(ctx context.Context, ru *run) (protocol.RunSummary, s
 	if err != nil {
 		return sum, "", &runError{err.Error() + "; pick one with sessions.setModel."}
 	}
+	runner := r.tools
+	if _, ok := prov.(*scripted.Provider); ok {
+		runner = withLookup{runner}
+	}
 	prov = provider.WithRetry(prov, r.cfg.Retry)
-	tools := r.tools.Tools(ru.session)
+	tools := runner.Tools(ru.session)
 	system := r.systemPrompt(ru.session, tools)
 	var streamed time.Duration
 	lastTurn := ""
@@ -136,7 +142,7 @@ func (r *Runtime) runModel(ctx context.Context, ru *run) (protocol.RunSummary, s
 			return r.summary(sum, streamed, unreported), lastTurn, &runError{fmt.Sprintf("The answer was cut: it reached the limit of %d output tokens per turn (the operator's --max-output-tokens).", lim.MaxOutputTokens)}
 		case res.Stop == provider.StopToolUse && len(calls) > 0:
 			for _, c := range calls {
-				res := r.runTool(ctx, ru, turnID, c)
+				res := r.runTool(ctx, ru, runner, turnID, c)
 				ev := &protocol.ToolResultEvent{Tool: c.Name, CallID: c.ID, Text: res.Text, IsError: optTrue(res.IsError), TurnID: turnID}
 				if res.Diff != "" {
 					ev.Diff = &res.Diff
@@ -154,7 +160,7 @@ func (r *Runtime) runModel(ctx context.Context, ru *run) (protocol.RunSummary, s
 
 // runTool asks the gate, then runs the call. A call the run's end interrupts gets a result that
 // says so (runtime case R15).
-func (r *Runtime) runTool(ctx context.Context, ru *run, turnID string, c provider.ToolCall) ToolResult {
+func (r *Runtime) runTool(ctx context.Context, ru *run, runner ToolRunner, turnID string, c provider.ToolCall) ToolResult {
 	tc := ToolCall{Session: ru.session, RunID: ru.id, TurnID: turnID, Origin: ru.origin, Call: c}
 	if ctx.Err() != nil {
 		return ToolResult{Text: "The tool did not run: " + r.stopReason(ctx, ru), IsError: true}
@@ -165,7 +171,7 @@ func (r *Runtime) runTool(ctx context.Context, ru *run, turnID string, c provide
 			return denied
 		}
 	}
-	res := r.tools.Run(ctx, tc)
+	res := runner.Run(ctx, tc)
 	if ctx.Err() != nil {
 		return ToolResult{Text: "The tool was stopped: " + r.stopReason(ctx, ru) + " " + res.Text, IsError: true}
 	}
@@ -215,8 +221,17 @@ func toolsTokens(ts []provider.Tool) int {
 	return n
 }
 
-// callLine renders a call on one line: name(arguments), the arguments cut at 80 characters.
+// callLine renders a call on one line: name("value") when the arguments are one string member
+// (lookup("Say hello.")), else name(arguments); cut at 60 and 80 characters.
 func callLine(c provider.ToolCall) string {
+	var one map[string]any
+	if json.Unmarshal(c.Arguments, &one) == nil && len(one) == 1 {
+		for _, v := range one {
+			if sv, ok := v.(string); ok {
+				return fmt.Sprintf("%s(%q)", c.Name, truncate(sv, 60))
+			}
+		}
+	}
 	return fmt.Sprintf("%s(%s)", c.Name, truncate(string(c.Arguments), 80))
 }
 

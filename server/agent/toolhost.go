@@ -35,56 +35,28 @@ type ToolHost struct {
 	Reporter Reporter
 	// Logger logs; default slog.Default().
 	Logger *slog.Logger
-	// Fallback runs the calls of tools the registry does not hold (the scripted exchange's lookup);
-	// nil: such a call is an unknown tool.
-	Fallback ToolRunner
 }
 
-// RunStartHook is an optional interface of a ToolRunner: the runtime calls RunStarting right
-// after a run's run:start and before its prompt event.
-type RunStartHook interface {
-	RunStarting(ctx context.Context, sessionID, runID string, origin Origin)
+// HostCall is one tool call in its run.
+type HostCall struct {
+	// Session is the run's session (ID, ProjectRoot, Cwd).
+	Session store.Session
+	// RunID and TurnID place the call.
+	RunID, TurnID string
+	// Origin is the run's origin (passed back with the signals).
+	Origin Origin
+	// Call is the model's call.
+	Call provider.ToolCall
 }
 
-var (
-	_ ToolRunner   = (*ToolHost)(nil)
-	_ RunStartHook = (*ToolHost)(nil)
-)
-
-// Tools implements ToolRunner: the registry's tools, then the fallback's.
-func (h *ToolHost) Tools(x store.Session) []provider.Tool {
-	out := h.Specs()
-	if h.Fallback != nil {
-		for _, t := range h.Fallback.Tools(x) {
-			if _, ok := h.registry().Get(t.Name); !ok {
-				out = append(out, t)
-			}
-		}
-	}
-	return out
-}
-
-// Run implements ToolRunner: the registry's tools through Do (approvals and all), other names
-// through the fallback.
-func (h *ToolHost) Run(ctx context.Context, c ToolCall) ToolResult {
-	if _, ok := h.registry().Get(c.Call.Name); !ok && h.Fallback != nil {
-		return h.Fallback.Run(ctx, c)
-	}
-	return h.Do(ctx, c)
-}
-
-// RunStarting implements RunStartHook: plans:snapshot goes out at every run's start.
-func (h *ToolHost) RunStarting(ctx context.Context, sessionID, runID string, origin Origin) {
-	if err := h.PublishPlan(ctx, sessionID, runID, origin); err != nil {
-		h.log().Warn("plans:snapshot not sent at run start", "session", sessionID, "err", err)
-	}
-}
-
-func (h *ToolHost) log() *slog.Logger {
-	if h.Logger == nil {
-		return slog.Default()
-	}
-	return h.Logger
+// HostResult is a call's result.
+type HostResult struct {
+	// Text is what the model reads (and the tool-result event shows).
+	Text string
+	// IsError marks a failure: the tool failed, was refused, denied, expired or withdrawn.
+	IsError bool
+	// Diff is the unified diff an edit made (tool-result events carry it), "" otherwise.
+	Diff string
 }
 
 func (h *ToolHost) registry() *tools.Registry {
@@ -122,24 +94,24 @@ func inputOf(call provider.ToolCall) json.RawMessage {
 // approval when needed (waiting on the Gate), checks again at use, and runs the tool. The result
 // carries the unified diff of an edit. When ctx ends (a cancel) a pending approval or question is
 // withdrawn, a running exec's process group killed, and the result says so.
-func (h *ToolHost) Do(ctx context.Context, c ToolCall) ToolResult {
+func (h *ToolHost) Do(ctx context.Context, c HostCall) HostResult {
 	call := c.Call
 	input := inputOf(call)
 	tool, known := h.registry().Get(call.Name)
 	if !known {
-		return ToolResult{Text: fmt.Sprintf("Unknown tool %q; the tools are: %s.", call.Name, strings.Join(h.registry().Names(), ", ")), IsError: true}
+		return HostResult{Text: fmt.Sprintf("Unknown tool %q; the tools are: %s.", call.Name, strings.Join(h.registry().Names(), ", ")), IsError: true}
 	}
 	env := h.env(c)
 	checked, err := tool.Check(ctx, env, input)
 	if err != nil {
-		return ToolResult{Text: err.Error(), IsError: true}
+		return HostResult{Text: err.Error(), IsError: true}
 	}
 	res := h.gateAndRun(ctx, c, tool, checked, env, input)
-	return ToolResult{Text: res.Content, IsError: res.IsError, Diff: res.Diff}
+	return HostResult{Text: res.Content, IsError: res.IsError, Diff: res.Diff}
 }
 
 // gateAndRun applies the approval rules to a checked call and runs it when they let it.
-func (h *ToolHost) gateAndRun(ctx context.Context, tc ToolCall, tool tools.Tool, checked *tools.Call, env *tools.Env, input json.RawMessage) *tools.Result {
+func (h *ToolHost) gateAndRun(ctx context.Context, tc HostCall, tool tools.Tool, checked *tools.Call, env *tools.Env, input json.RawMessage) *tools.Result {
 	kind := tool.Kind()
 	if kind == tools.KindEdit || kind == tools.KindExec {
 		mode, err := h.Store.ApprovalMode(ctx, tc.Session.ID)
@@ -193,7 +165,7 @@ func lockedResult(name string) *tools.Result {
 // mustAsk applies the mode and the safelist: writes under .git always ask; in auto-edit edits pass;
 // otherwise a safelist entry of the project root for the tool (for exec: the parsed command's key)
 // lets the call pass.
-func (h *ToolHost) mustAsk(ctx context.Context, tc ToolCall, kind tools.Kind, mode string, c *tools.Call) (bool, error) {
+func (h *ToolHost) mustAsk(ctx context.Context, tc HostCall, kind tools.Kind, mode string, c *tools.Call) (bool, error) {
 	if c.GitMeta {
 		return true, nil
 	}
@@ -220,7 +192,7 @@ func (h *ToolHost) mustAsk(ctx context.Context, tc ToolCall, kind tools.Kind, mo
 }
 
 // approvalAsk builds the request shown for a call, and what "always" would store.
-func (h *ToolHost) approvalAsk(tc ToolCall, c *tools.Call, input json.RawMessage) ApprovalAsk {
+func (h *ToolHost) approvalAsk(tc HostCall, c *tools.Call, input json.RawMessage) ApprovalAsk {
 	cwd := c.Cwd
 	if cwd == "" {
 		cwd = tc.Session.Cwd
@@ -245,7 +217,7 @@ func (h *ToolHost) approvalAsk(tc ToolCall, c *tools.Call, input json.RawMessage
 }
 
 // env builds the tools' environment for a call.
-func (h *ToolHost) env(tc ToolCall) *tools.Env {
+func (h *ToolHost) env(tc HostCall) *tools.Env {
 	cfg := h.Config
 	return &tools.Env{WS: h.WS, Cwd: tc.Session.Cwd, SessionID: tc.Session.ID, Config: &cfg,
 		Ask: func(ctx context.Context, q tools.Question) (*tools.Answer, error) {

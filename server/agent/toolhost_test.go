@@ -111,25 +111,25 @@ func newHostFixture(t *testing.T) *hostFixture {
 	return f
 }
 
-func (f *hostFixture) call(name, args string) ToolCall {
-	return ToolCall{Session: f.sess, RunID: "run-1", TurnID: "turn-1", Call: provider.ToolCall{ID: "call-" + name, Name: name, Arguments: json.RawMessage(args)}}
+func (f *hostFixture) call(name, args string) HostCall {
+	return HostCall{Session: f.sess, RunID: "run-1", TurnID: "turn-1", Call: provider.ToolCall{ID: "call-" + name, Name: name, Arguments: json.RawMessage(args)}}
 }
 
 // runAsync runs a call in the background; the result arrives on the channel.
-func (f *hostFixture) runAsync(ctx context.Context, tc ToolCall) <-chan ToolResult {
-	ch := make(chan ToolResult, 1)
+func (f *hostFixture) runAsync(ctx context.Context, tc HostCall) <-chan HostResult {
+	ch := make(chan HostResult, 1)
 	go func() { ch <- f.host.Do(ctx, tc) }()
 	return ch
 }
 
-func (f *hostFixture) run(t *testing.T, name, args string) ToolResult {
+func (f *hostFixture) run(t *testing.T, name, args string) HostResult {
 	t.Helper()
 	select {
 	case m := <-f.runAsync(context.Background(), f.call(name, args)):
 		return m
 	case <-time.After(5 * time.Second):
 		t.Fatalf("%s %s did not finish (waiting for an approval?)", name, args)
-		return ToolResult{}
+		return HostResult{}
 	}
 }
 
@@ -483,7 +483,7 @@ func TestCancelWithdrawsPendingApproval(t *testing.T) {
 	ch := f.runAsync(ctx, f.call("exec", `{"command":"touch after-cancel"}`))
 	req := f.pendingOne(t)
 	cancel()
-	var m ToolResult
+	var m HostResult
 	select {
 	case m = <-ch:
 	case <-time.After(time.Second):

@@ -29,7 +29,7 @@ type ToolResult struct {
 	Text string
 	// IsError marks a failure (the tool failed, was denied, was cancelled).
 	IsError bool
-	// Diff is the unified diff an edit made; the tool-result event carries it ("" for none).
+	// Diff is the unified diff an edit made ("" otherwise); the tool-result event carries it.
 	Diff string
 }
 
@@ -48,6 +48,61 @@ type ToolRunner interface {
 // that waits for a person must end its wait when ctx ends.
 type ToolGate interface {
 	Check(ctx context.Context, c ToolCall) (ok bool, denied ToolResult)
+}
+
+// RunStarter is an optional interface of a ToolRunner: RunStarted is called right after a run's
+// run:start (and before its prompt), e.g. to publish the session's plans:snapshot in the seed's
+// run order.
+type RunStarter interface {
+	RunStarted(ctx context.Context, sessionID, runID string, origin Origin)
+}
+
+// HostTools is the ToolRunner over a ToolHost: the workspace's tools behind the session's
+// approval mode, the safelist and the Gate.
+type HostTools struct{ Host *ToolHost }
+
+// Tools implements ToolRunner.
+func (h HostTools) Tools(store.Session) []provider.Tool { return h.Host.Specs() }
+
+// Run implements ToolRunner.
+func (h HostTools) Run(ctx context.Context, c ToolCall) ToolResult {
+	res := h.Host.Do(ctx, HostCall{Session: c.Session, RunID: c.RunID, TurnID: c.TurnID, Origin: c.Origin, Call: c.Call})
+	return ToolResult{Text: res.Text, IsError: res.IsError, Diff: res.Diff}
+}
+
+// RunStarted implements RunStarter: the session's plans:snapshot follows run:start.
+func (h HostTools) RunStarted(ctx context.Context, sessionID, runID string, origin Origin) {
+	if err := h.Host.PublishPlan(ctx, sessionID, runID, origin); err != nil && h.Host.Logger != nil {
+		h.Host.Logger.Warn("plans:snapshot not sent", "session", sessionID, "err", err)
+	}
+}
+
+// withLookup offers the scripted exchange's lookup tool besides base's tools (the scripted
+// provider's classic exchange calls it); base runs every other call.
+type withLookup struct{ base ToolRunner }
+
+// Tools implements ToolRunner.
+func (w withLookup) Tools(x store.Session) []provider.Tool {
+	ts := w.base.Tools(x)
+	for _, t := range ts {
+		if t.Name == scripted.LookupTool.Name {
+			return ts
+		}
+	}
+	return append(ts[:len(ts):len(ts)], scripted.LookupTool)
+}
+
+// Run implements ToolRunner.
+func (w withLookup) Run(ctx context.Context, c ToolCall) ToolResult {
+	if c.Call.Name == scripted.LookupTool.Name {
+		for _, t := range w.base.Tools(c.Session) {
+			if t.Name == c.Call.Name {
+				return w.base.Run(ctx, c)
+			}
+		}
+		return LookupTools{}.Run(ctx, c)
+	}
+	return w.base.Run(ctx, c)
 }
 
 // LookupTools is the ToolRunner of the scripted provider's classic exchange: the one offline

@@ -1,42 +1,27 @@
-// createServerApprovalsHost: tool approvals of zidane-server (client seed: "Limits": ApprovalsHost).
-//
-// BUILT AGAINST THE SEED, NOT THE SCHEMA: the server's approvals (approvals.list / approvals.answer,
-// safelist.list / safelist.revoke, the approval:request / approval:resolved signals) are not in
-// schema/ yet, so these calls go through callDynamic and the shapes below follow the seed and the
-// runtime cases. Once the schema has them, switch to the generated types. A server without them
-// answers MethodNotFound: `offered` turns false and the host shows nothing.
+// createServerApprovalsHost: the tool approvals of zidane-server (client seed, "Limits": ApprovalsHost),
+// on the generated approvals and safelist methods and the approval:request / approval:resolved
+// signals. A server that does not offer them answers MethodNotFound: `offered` turns false.
 import { createServerClient, type ServerClient, type ServerClientOptions } from '../client/client.js'
 import { NotOfferedError } from '../client/errors.js'
-import type { WireSignal } from '../protocol.js'
+import type { ApprovalDecision, ApprovalMode, ApprovalRequest, ApprovalsAnswerResult, SafelistEntry, WireSignal } from '../protocol.js'
 import { createStore, type ReadableStore } from '../store.js'
-
-/** A tool call waiting for the user's decision. */
-export interface Approval {
-  readonly id: string
-  readonly sessionId: string
-  readonly tool: string
-  readonly input?: unknown
-  readonly [key: string]: unknown
-}
-
-/** The user's decision: allow once, deny, or always allow (saved to the safelist). */
-export type ApprovalDecision = 'allow' | 'deny' | 'always'
-
-/** An "Always allow" entry. */
-export interface SafelistEntry {
-  readonly id: string
-  readonly [key: string]: unknown
-}
 
 /** The approvals of one server. */
 export interface ApprovalsHost {
-  /** Pending approvals, oldest first. */
-  readonly approvals: ReadableStore<readonly Approval[]>
+  /** Pending approval requests, oldest first, across sessions. */
+  readonly approvals: ReadableStore<readonly ApprovalRequest[]>
   /** Whether the server offers approvals (undefined until known). */
   readonly offered: ReadableStore<boolean | undefined>
-  answer(approvalId: string, decision: ApprovalDecision): Promise<void>
-  safelist(cwd?: string): Promise<readonly SafelistEntry[]>
-  revoke(entryId: string): Promise<void>
+  /** Answers a pending request: allow once, deny, or always (saved to the safelist). */
+  answer(requestId: string, decision: ApprovalDecision): Promise<ApprovalsAnswerResult>
+  /** The "Always allow" entries, of one project or all. */
+  safelist(projectRoot?: string): Promise<readonly SafelistEntry[]>
+  /** Removes a safelist entry; resolves with whether one was removed. */
+  revoke(entryId: string): Promise<boolean>
+  /** A session's approval mode. */
+  mode(sessionId: string): Promise<ApprovalMode>
+  setMode(sessionId: string, mode: ApprovalMode): Promise<void>
+  /** Reads the pending requests again (done at every (re)connect). */
   refresh(): Promise<void>
   close(): void
 }
@@ -45,17 +30,20 @@ export interface ApprovalsHost {
 export function createServerApprovalsHost(options: Omit<ServerClientOptions, 'clock'> | { client: ServerClient }): ApprovalsHost {
   const owned = !('client' in options)
   const client = 'client' in options ? options.client : createServerClient(options)
-  const approvals = createStore<readonly Approval[]>(Object.freeze([]))
+  const approvals = createStore<readonly ApprovalRequest[]>(Object.freeze([]))
   const offered = createStore<boolean | undefined>(undefined)
 
+  const remove = (requestId: string) => {
+    const list = approvals.get()
+    if (list.some((a) => a.requestId === requestId)) approvals.set(Object.freeze(list.filter((a) => a.requestId !== requestId)))
+  }
+
   const off = client.onSignal((s: WireSignal) => {
-    const sig = s as unknown as { kind: string; approval?: Approval; id?: string; approvalId?: string }
-    if (sig.kind === 'approval:request' && sig.approval) {
-      const a = sig.approval
-      approvals.set(Object.freeze([...approvals.get().filter((x) => x.id !== a.id), a]))
-    } else if (sig.kind === 'approval:resolved') {
-      const id = sig.approvalId ?? sig.id ?? sig.approval?.id
-      approvals.set(Object.freeze(approvals.get().filter((x) => x.id !== id)))
+    if (s.kind === 'approval:request') {
+      const r = s.request
+      approvals.set(Object.freeze([...approvals.get().filter((a) => a.requestId !== r.requestId), r]))
+    } else if (s.kind === 'approval:resolved') {
+      remove(s.requestId)
     }
   })
   let wasOpen = false
@@ -69,9 +57,9 @@ export function createServerApprovalsHost(options: Omit<ServerClientOptions, 'cl
     offered: { get: offered.get, subscribe: offered.subscribe },
     async refresh() {
       try {
-        const res = (await client.callDynamic('approvals.list', {})) as { approvals?: Approval[] }
+        const res = await client.call('approvals.list', {})
         offered.set(true)
-        approvals.set(Object.freeze([...(res.approvals ?? [])]))
+        approvals.set(Object.freeze([...res.requests].sort((a, b) => a.createdAt - b.createdAt)))
       } catch (err) {
         if (err instanceof NotOfferedError) {
           offered.set(false)
@@ -80,16 +68,25 @@ export function createServerApprovalsHost(options: Omit<ServerClientOptions, 'cl
         throw err
       }
     },
-    async answer(approvalId, decision) {
-      await client.callDynamic('approvals.answer', { approvalId, decision })
-      approvals.set(Object.freeze(approvals.get().filter((x) => x.id !== approvalId)))
+    async answer(requestId, decision) {
+      const r = approvals.get().find((a) => a.requestId === requestId)
+      if (!r) throw new Error(`No pending approval ${requestId}: it was answered, withdrawn or expired.`)
+      const res = await client.call('approvals.answer', { sessionId: r.sessionId, requestId, decision })
+      remove(requestId)
+      return res
     },
-    async safelist(cwd) {
-      const res = (await client.callDynamic('safelist.list', cwd !== undefined ? { cwd } : {})) as { entries?: SafelistEntry[] }
-      return Object.freeze([...(res.entries ?? [])])
+    async safelist(projectRoot) {
+      const res = await client.call('safelist.list', projectRoot !== undefined ? { projectRoot } : {})
+      return Object.freeze([...res.entries])
     },
     async revoke(entryId) {
-      await client.callDynamic('safelist.revoke', { id: entryId })
+      return (await client.call('safelist.revoke', { id: entryId })).revoked
+    },
+    async mode(sessionId) {
+      return (await client.call('approvals.getMode', { sessionId })).mode
+    },
+    async setMode(sessionId, mode) {
+      await client.call('approvals.setMode', { sessionId, mode })
     },
     close() {
       off()

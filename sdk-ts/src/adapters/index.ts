@@ -1,10 +1,10 @@
 // @zidane/sdk/adapters: ChatHost adapters (server, approvals, in-page run host, Web Worker) and the
 // client, re-exported so one import serves a page.
-export type { ChatHost, HostSession, InteractionRequest, PendingInteraction, LiveEvent } from './types.js'
+export type { ChatHost, HostSession, InteractionRequest, InteractionReply, PendingInteraction, LiveEvent } from './types.js'
 export { createServerHost } from './server-host.js'
 export type { ServerHost, ServerHostOptions } from './server-host.js'
 export { createServerApprovalsHost } from './approvals-host.js'
-export type { ApprovalsHost, Approval, ApprovalDecision, SafelistEntry } from './approvals-host.js'
+export type { ApprovalsHost } from './approvals-host.js'
 export { createRunHost } from './run-host.js'
 export type { RunHost, RunHostOptions, RunContext, RunFunction, AbortSignalLike } from './run-host.js'
 export { exposeRunHost, createWorkerHost, WORKER_PROTOCOL_VERSION } from './worker.js'

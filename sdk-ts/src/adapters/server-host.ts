@@ -1,9 +1,10 @@
 // createServerHost: a ChatHost over zidane-server's protocol through createServerClient (client seed:
 // "zidane-server, over WebSocket").
-import { createSessionStreams, type FrameScheduler } from '../chat/streams.js'
+import { createSessionStreams, type FrameScheduler, type SessionStreamsOptions } from '../chat/streams.js'
 import { createServerClient, type ConnectionState, type ServerClient, type ServerClientOptions } from '../client/client.js'
 import { ClosedError } from '../client/errors.js'
-import type { Session, WireSignal } from '../protocol.js'
+import type { InteractionRequest as WireInteraction, Session, WireSignal } from '../protocol.js'
+import { NotOfferedError } from '../client/errors.js'
 import { createStore, type ReadableStore } from '../store.js'
 import type { ChatHost, HostSession, PendingInteraction } from './types.js'
 
@@ -19,6 +20,27 @@ export interface ServerHost extends ChatHost {
   refresh(): Promise<void>
 }
 
+function toPending(r: WireInteraction): PendingInteraction {
+  return Object.freeze({
+    id: r.requestId,
+    sessionId: r.sessionId,
+    runId: r.runId,
+    request: Object.freeze({ prompt: r.prompt, options: Object.freeze([...r.options]), multiple: r.multiple, allowText: r.allowText }),
+  })
+}
+
+/** The server's answer shape from an InteractionReply: a string is an option's name, else text. */
+function toWireAnswer(p: PendingInteraction, answer: unknown): { choices?: string[]; text?: string } | null {
+  if (answer === null || answer === undefined) return null
+  if (typeof answer === 'string') return p.request.options?.includes(answer) ? { choices: [answer] } : { text: answer }
+  if (Array.isArray(answer)) return { choices: answer.map(String) }
+  const a = answer as { choices?: readonly string[]; text?: string }
+  const out: { choices?: string[]; text?: string } = {}
+  if (a.choices !== undefined) out.choices = [...a.choices]
+  if (a.text !== undefined) out.text = a.text
+  return out
+}
+
 function toHostSession(s: Session): HostSession {
   return Object.freeze({ id: s.id, title: s.title, status: s.status, createdAt: s.createdAt, updatedAt: s.updatedAt })
 }
@@ -27,7 +49,9 @@ function toHostSession(s: Session): HostSession {
 export function createServerHost(options: ServerHostOptions): ServerHost {
   const owned = !('client' in options)
   const client = 'client' in options ? options.client : createServerClient(options)
-  const streams = createSessionStreams({ frames: options.frames ?? undefined, loadEvents: (p) => client.call('sessions.loadEvents', p) } as Parameters<typeof createSessionStreams>[0])
+  const streamOptions: SessionStreamsOptions = { loadEvents: (p) => client.call('sessions.loadEvents', p) }
+  if (options.frames !== undefined) streamOptions.frames = options.frames
+  const streams = createSessionStreams(streamOptions)
   const sessions = createStore<readonly HostSession[]>(Object.freeze([]))
   const interactions = createStore<readonly PendingInteraction[]>(Object.freeze([]))
   const opened = new Map<string, { unfollow: () => void; loaded: Promise<void>; resolve: () => void }>()
@@ -42,7 +66,12 @@ export function createServerHost(options: ServerHostOptions): ServerHost {
     sessions.set(Object.freeze(next))
   }
 
+  const setPending = (list: readonly PendingInteraction[]) => interactions.set(Object.freeze(list))
   const offSignal = client.onSignal((s: WireSignal) => {
+    if (s.kind === 'interaction:request') setPending([...interactions.get().filter((p) => p.id !== s.request.requestId), toPending(s.request)])
+    else if (s.kind === 'interaction:resolved') {
+      if (interactions.get().some((p) => p.id === s.requestId)) setPending(interactions.get().filter((p) => p.id !== s.requestId))
+    }
     if (s.kind === 'run:start') setStatus(s.sessionId, 'running')
     else if (s.kind === 'run:end') setStatus(s.sessionId, s.ok || s.interrupted ? 'idle' : 'error')
     const id = (s as { sessionId?: string }).sessionId
@@ -99,6 +128,12 @@ export function createServerHost(options: ServerHostOptions): ServerHost {
       const res = await client.call('sessions.list', {})
       if (closed) return
       sessions.set(Object.freeze(res.sessions.map(toHostSession)))
+      try {
+        const pending = await client.call('interactions.list', {})
+        if (!closed) setPending(pending.requests.map(toPending))
+      } catch (err) {
+        if (!(err instanceof NotOfferedError)) throw err
+      }
     },
     async createSession(opts = {}) {
       guard()
@@ -124,8 +159,10 @@ export function createServerHost(options: ServerHostOptions): ServerHost {
     },
     async answer(interactionId, answer) {
       guard()
-      // The server has no questions yet: a server without the method answers NotOfferedError.
-      await client.callDynamic('interactions.answer', { interactionId, answer })
+      const p = interactions.get().find((x) => x.id === interactionId)
+      if (!p) throw new Error(`No pending question ${interactionId}: it was answered, dismissed or withdrawn.`)
+      await client.call('interactions.answer', { sessionId: p.sessionId, requestId: interactionId, answer: toWireAnswer(p, answer) })
+      setPending(interactions.get().filter((x) => x.id !== interactionId))
     },
     close() {
       if (closed) return

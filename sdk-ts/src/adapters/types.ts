@@ -14,15 +14,24 @@ export interface HostSession {
   readonly updatedAt?: number
 }
 
-/** A question a run asks the user (ask()); the answer is the user's reply, or null when dismissed. */
+/**
+ * A question a run asks the user (ask(), an interaction:request on the server): the prompt, the
+ * options to pick from, whether several may be picked and whether free text is allowed.
+ */
 export interface InteractionRequest {
-  /** The question. */
   readonly prompt: string
-  /** Choices to pick from, if any. */
-  readonly choices?: readonly string[]
-  /** Anything else the page needs to show it. */
+  readonly options?: readonly string[]
+  readonly multiple?: boolean
+  readonly allowText?: boolean
+  /** Anything else the page needs to show it (run hosts only). */
   readonly data?: unknown
 }
+
+/**
+ * An answer: the picked options and/or text (the server's shape), a plain string (an option's name,
+ * else text), or null to dismiss. Run hosts hand the value to ask() as given.
+ */
+export type InteractionReply = { readonly choices?: readonly string[]; readonly text?: string } | string | null
 
 /** A question waiting for its answer. */
 export interface PendingInteraction {
@@ -51,7 +60,7 @@ export interface ChatHost {
   /** Stops the session's running prompt, or a queued follow-up by runId. */
   cancel(sessionId: string, runId?: string): Promise<void>
   /** Answers a pending question (null dismisses it). */
-  answer(interactionId: string, answer: unknown): Promise<void>
+  answer(interactionId: string, answer: InteractionReply | unknown): Promise<void>
   /** Stops the host; later calls reject with ClosedError. */
   close(): void
 }

@@ -639,6 +639,8 @@ export function createServerClient(options: ServerClientOptions): ServerClient {
       deliver(signal)
       return
     }
+    // Before the handshake answers nothing is resumed yet: the resume that follows replays it (C31).
+    if (!live) return
     if (f.busy) {
       f.held.push(signal)
       return
