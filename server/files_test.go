@@ -83,7 +83,7 @@ func TestFsListAndPicker(t *testing.T) {
 	require.NoError(t, os.MkdirAll(filepath.Join(root, "b", "deep"), 0o755))
 	require.NoError(t, os.MkdirAll(filepath.Join(root, "a"), 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(root, "file.txt"), []byte("x"), 0o644))
-	require.NoError(t, os.Symlink(outside, filepath.Join(root, "out")))                  // leads out: not listed
+	require.NoError(t, os.Symlink(outside, filepath.Join(root, "out")))                 // leads out: not listed
 	require.NoError(t, os.Symlink(filepath.Join(root, "b"), filepath.Join(root, "in"))) // inside: listed as a link
 	_, c := filesEnv(t, root, nil)
 
