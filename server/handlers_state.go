@@ -344,15 +344,15 @@ func (h sidebarHandler) SetSpace(ctx context.Context, p *protocol.SidebarSetSpac
 	return &protocol.SidebarSetSpaceResult{}, nil
 }
 
-// publishDraft pushes a draft to the session's other windows.
-// TODO(audience): delivery "others" once the hub has it; until then every connection but from.
+// publishDraft pushes a draft to the session's other windows (draft:changed is delivered to
+// "others": every permitted connection but the one that typed it).
 func (s *Server) publishDraft(d store.Draft, from *conn) {
 	s.publishState(&protocol.DraftChangedSignal{SessionID: d.SessionID, Text: d.Text}, from)
 }
 
 // publishState pushes a shared-state signal.
 func (s *Server) publishState(sig protocol.Signal, from *conn) {
-	if _, err := s.hub.publish(sig, from); err != nil {
+	if _, err := s.hub.publish(sig, from, ""); err != nil {
 		s.log.Warn("publish", "kind", sig.SignalKind(), "err", err)
 	}
 }

@@ -7,7 +7,7 @@ import (
 
 // keyShape matches API-key-like tokens (sk-…, sk-ant-…, key-…), masked or not, as servers echo
 // them in authentication errors ("Incorrect API key provided: sk-abc***xyz").
-var keyShape = regexp.MustCompile(`\b(sk|key|pk|rk)-[A-Za-z0-9_\-\*\.]{6,}`)
+var keyShape = regexp.MustCompile(`\b(sk|key|pk|rk)-[A-Za-z0-9_\-\*]{6,}`)
 
 // Redact removes every secret from a text that may reach logs, errors or clients: each given
 // secret wherever it occurs, and anything shaped like an API key.

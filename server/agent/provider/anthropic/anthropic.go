@@ -40,8 +40,8 @@ type Config struct {
 	Name string
 	// BaseURL is the API root (without /v1); default DefaultBaseURL.
 	BaseURL string
-	// APIKey is sent as x-api-key; "" sends none.
-	APIKey string
+	// APIKey is sent as the SDK sends it (a bearer token); unset sends none.
+	APIKey provider.Secret
 	// KeyEnv names the environment variable the key comes from, for error messages; default
 	// DefaultKeyEnv.
 	KeyEnv string
@@ -88,8 +88,8 @@ func New(cfg Config) *Provider {
 		option.WithMaxRetries(0), // one retry layer: provider.WithRetry (R10, R13)
 		option.WithoutOpenTelemetry(),
 	}
-	if cfg.APIKey != "" {
-		opts = append(opts, option.WithAPIKey(cfg.APIKey))
+	if cfg.APIKey.IsSet() {
+		opts = append(opts, option.WithAPIKey(cfg.APIKey.Reveal()))
 	}
 	return &Provider{cfg: cfg, client: an.NewClient(opts...), models: &provider.ModelList{Provider: cfg.Name, Configured: cfg.Models, TTL: cfg.ModelsTTL}}
 }
@@ -392,7 +392,7 @@ func (p *Provider) classify(ctx context.Context, err error, streamed bool) error
 		e.Kind = provider.KindRetryable
 		e.Message = "the connection failed: " + err.Error()
 	}
-	e.Message = provider.Redact(e.Message, p.cfg.APIKey)
+	e.Message = provider.Redact(e.Message, p.cfg.APIKey.Reveal())
 	return e
 }
 

@@ -21,7 +21,7 @@ const testKey = "sk-ant-test-0123456789abcdef"
 var fastRetry = provider.RetryPolicy{MaxRetries: 3, BaseDelay: time.Millisecond, MaxRetryAfter: time.Minute}
 
 func newProvider(f *anthropictest.Server) *anthropic.Provider {
-	return anthropic.New(anthropic.Config{BaseURL: f.URL(), APIKey: testKey})
+	return anthropic.New(anthropic.Config{BaseURL: f.URL(), APIKey: provider.NewSecret(testKey)})
 }
 
 func run(t *testing.T, p provider.Provider, req *provider.Request) providertest.Turn {
@@ -104,7 +104,7 @@ func TestRateLimitThenSuccessAndAuth(t *testing.T) {
 	assert.GreaterOrEqual(t, rs[1].At.Sub(rs[0].At), time.Second)
 
 	f.Enqueue(anthropictest.Error(401, "authentication_error", "invalid x-api-key"))
-	p := anthropic.New(anthropic.Config{BaseURL: f.URL(), APIKey: testKey, KeyEnv: "WORK_CLAUDE_KEY"})
+	p := anthropic.New(anthropic.Config{BaseURL: f.URL(), APIKey: provider.NewSecret(testKey), KeyEnv: "WORK_CLAUDE_KEY"})
 	e := perr(t, run(t, provider.WithRetry(p, fastRetry), nil).Err)
 	assert.Equal(t, provider.KindAuth, e.Kind)
 	assert.Contains(t, e.Error(), "set WORK_CLAUDE_KEY")
@@ -139,7 +139,7 @@ func TestCancel(t *testing.T) {
 func TestModels(t *testing.T) {
 	f := anthropictest.New(t)
 	f.SetModels("claude-a", "claude-b")
-	p := anthropic.New(anthropic.Config{BaseURL: f.URL(), APIKey: testKey, Models: []provider.Model{{Name: "claude-b", ContextWindow: 100000}}})
+	p := anthropic.New(anthropic.Config{BaseURL: f.URL(), APIKey: provider.NewSecret(testKey), Models: []provider.Model{{Name: "claude-b", ContextWindow: 100000}}})
 	ms, err := p.Models(context.Background())
 	require.NoError(t, err)
 	assert.Equal(t, []provider.Model{

@@ -42,8 +42,8 @@ type Config struct {
 	Name string
 	// BaseURL is the API root including /v1; default DefaultBaseURL.
 	BaseURL string
-	// APIKey is sent as a bearer token; "" sends none (local servers).
-	APIKey string
+	// APIKey is sent as a bearer token; unset sends none (local servers).
+	APIKey provider.Secret
 	// KeyEnv names the environment variable the key comes from, for error messages; default
 	// DefaultKeyEnv. It never holds the key itself.
 	KeyEnv string
@@ -80,7 +80,7 @@ func New(cfg Config) *Provider {
 	if hc == nil {
 		hc = &http.Client{}
 	}
-	key := cfg.APIKey
+	key := cfg.APIKey.Reveal()
 	opts := []option.RequestOption{
 		option.WithBaseURL(strings.TrimRight(cfg.BaseURL, "/") + "/"),
 		option.WithAPIKey(key),
@@ -339,7 +339,7 @@ func (p *Provider) classify(ctx context.Context, err error, streamed bool) error
 		e.Kind = provider.KindRetryable
 		e.Message = "the connection failed: " + err.Error()
 	}
-	e.Message = provider.Redact(e.Message, p.cfg.APIKey)
+	e.Message = provider.Redact(e.Message, p.cfg.APIKey.Reveal())
 	return e
 }
 

@@ -21,7 +21,7 @@ import (
 const testKey = "sk-test-0123456789abcdef"
 
 func newProvider(f *openaitest.Server) *openai.Provider {
-	return openai.New(openai.Config{BaseURL: f.BaseURL(), APIKey: testKey})
+	return openai.New(openai.Config{BaseURL: f.BaseURL(), APIKey: provider.NewSecret(testKey)})
 }
 
 func run(t *testing.T, p provider.Provider, req *provider.Request) providertest.Turn {
@@ -160,7 +160,7 @@ func TestStreamCutMidAnswer(t *testing.T) {
 func TestUnauthorizedNamesTheEnvVarAndNeverTheKey(t *testing.T) {
 	f := openaitest.New(t)
 	f.Enqueue(openaitest.Error(401, "invalid_request_error", "Incorrect API key provided: "+testKey+". You can find your API key at https://platform.openai.com/account/api-keys."))
-	p := openai.New(openai.Config{BaseURL: f.BaseURL(), APIKey: testKey, KeyEnv: "MY_LLM_KEY"})
+	p := openai.New(openai.Config{BaseURL: f.BaseURL(), APIKey: provider.NewSecret(testKey), KeyEnv: "MY_LLM_KEY"})
 	o := run(t, provider.WithRetry(p, provider.DefaultRetry), nil)
 	e := perr(t, o.Err)
 	assert.Equal(t, provider.KindAuth, e.Kind)

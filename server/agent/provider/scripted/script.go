@@ -101,6 +101,9 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
+// String is the Go duration string, e.g. "250ms".
+func (d Duration) String() string { return time.Duration(d).String() }
+
 // MarshalJSON writes the duration as a Go duration string.
 func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
 

@@ -4,7 +4,7 @@
 //
 //	f := anthropictest.New(t)
 //	f.Enqueue(anthropictest.Reply("Hello.", 12, 3))
-//	p := anthropic.New(anthropic.Config{BaseURL: f.URL(), APIKey: "sk-ant-test"})
+//	p := anthropic.New(anthropic.Config{BaseURL: f.URL(), APIKey: provider.NewSecret("sk-ant-test")})
 //
 // Events are written as given: a JSON object is sent as "event: <its type>" + "data: <json>"; lines
 // that already start with "event:", "data:" or ":" are raw SSE.

@@ -5,7 +5,7 @@
 //
 //	f := openaitest.New(t)
 //	f.Enqueue(openaitest.Reply("Hello.", 12, 3))
-//	p := openai.New(openai.Config{BaseURL: f.BaseURL(), APIKey: "sk-test"})
+//	p := openai.New(openai.Config{BaseURL: f.BaseURL(), APIKey: provider.NewSecret("sk-test")})
 //
 // Events are written exactly as given (the forms of runtime-cases.md): a JSON chunk gets the
 // fields every chunk needs but cases leave out ("id","object","created","model") when it has no
