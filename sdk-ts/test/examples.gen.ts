@@ -318,6 +318,17 @@ export const signalApprovalResolved = {
   }
 } satisfies SignalNotification & { params: { kind: "approval:resolved" } }
 
+/** schema/examples/signal.draft-changed.json */
+export const signalDraftChanged = {
+  "jsonrpc": "2.0",
+  "method": "ipc.signal",
+  "params": {
+    "kind": "draft:changed",
+    "sessionId": "7f6b2bc1-27b2-4052-a2b7-de05d2538178",
+    "text": "Refactor the par"
+  }
+} satisfies SignalNotification & { params: { kind: "draft:changed" } }
+
 /** schema/examples/signal.event-markdown.json */
 export const signalEventMarkdown = {
   "jsonrpc": "2.0",
@@ -407,6 +418,17 @@ export const signalPlansSnapshot = {
   }
 } satisfies SignalNotification & { params: { kind: "plans:snapshot" } }
 
+/** schema/examples/signal.prefs-changed.json */
+export const signalPrefsChanged = {
+  "jsonrpc": "2.0",
+  "method": "ipc.signal",
+  "params": {
+    "kind": "prefs:changed",
+    "key": "lastModel",
+    "value": "openai/gpt-4o"
+  }
+} satisfies SignalNotification & { params: { kind: "prefs:changed" } }
+
 /** schema/examples/signal.presence-changed.json */
 export const signalPresenceChanged = {
   "jsonrpc": "2.0",
@@ -465,6 +487,33 @@ export const signalRunStart = {
     "$seq": 1
   }
 } satisfies SignalNotification & { params: { kind: "run:start" } }
+
+/** schema/examples/signal.settings-changed.json */
+export const signalSettingsChanged = {
+  "jsonrpc": "2.0",
+  "method": "ipc.signal",
+  "params": {
+    "kind": "settings:changed",
+    "settings": {
+      "theme": "dark",
+      "sendOnEnter": true
+    }
+  }
+} satisfies SignalNotification & { params: { kind: "settings:changed" } }
+
+/** schema/examples/signal.sidebar-changed.json */
+export const signalSidebarChanged = {
+  "jsonrpc": "2.0",
+  "method": "ipc.signal",
+  "params": {
+    "kind": "sidebar:changed",
+    "space": "work",
+    "view": {
+      "filter": "mine",
+      "session": "7f6b2bc1-27b2-4052-a2b7-de05d2538178"
+    }
+  }
+} satisfies SignalNotification & { params: { kind: "sidebar:changed" } }
 
 /** schema/examples/signal.turn-end.json */
 export const signalTurnEnd = {
@@ -528,15 +577,19 @@ export const examples: ReadonlyArray<readonly [file: string, message: unknown]> 
   ["signal.approval-mode.json", signalApprovalMode],
   ["signal.approval-request.json", signalApprovalRequest],
   ["signal.approval-resolved.json", signalApprovalResolved],
+  ["signal.draft-changed.json", signalDraftChanged],
   ["signal.event-markdown.json", signalEventMarkdown],
   ["signal.git-clone-progress.json", signalGitCloneProgress],
   ["signal.interaction-request.json", signalInteractionRequest],
   ["signal.interaction-resolved.json", signalInteractionResolved],
   ["signal.plans-snapshot.json", signalPlansSnapshot],
+  ["signal.prefs-changed.json", signalPrefsChanged],
   ["signal.presence-changed.json", signalPresenceChanged],
   ["signal.queue-changed.json", signalQueueChanged],
   ["signal.run-end.json", signalRunEnd],
   ["signal.run-start.json", signalRunStart],
+  ["signal.settings-changed.json", signalSettingsChanged],
+  ["signal.sidebar-changed.json", signalSidebarChanged],
   ["signal.turn-end.json", signalTurnEnd],
   ["signal.workspace-exec-data.json", signalWorkspaceExecData],
   ["signal.workspace-exec-exit.json", signalWorkspaceExecExit],
