@@ -452,3 +452,28 @@ func TestWatchRefsCoalescedFromAnotherProcess(t *testing.T) {
 	case <-time.After(400 * time.Millisecond):
 	}
 }
+
+// TestSyncRunsNoRemoteCommandOfTheRepository arms a remote's upload-pack and receive-pack
+// commands and an ssh command in a clone's config; Sync's fetch and push run none of them.
+func TestSyncRunsNoRemoteCommandOfTheRepository(t *testing.T) {
+	src := newRepo(t)
+	parent, _ := filepath.EvalSymlinks(t.TempDir())
+	gitT(t, parent, "clone", "-q", "--bare", src, "remote.git")
+	gitT(t, parent, "clone", "-q", "remote.git", "c")
+	clone := filepath.Join(parent, "c")
+	marker := filepath.Join(t.TempDir(), "ran")
+	evil := "echo >>" + marker + " "
+	gitT(t, clone, "config", "remote.origin.uploadpack", evil+"uploadpack; git-upload-pack")
+	gitT(t, clone, "config", "remote.origin.receivepack", evil+"receivepack; git-receive-pack")
+	gitT(t, clone, "config", "core.sshCommand", evil+"ssh")
+	write(t, clone, "a.txt", "local\n")
+	gitT(t, clone, "commit", "-q", "-am", "local")
+	var r Runner
+	res, err := r.Sync(ctx(t), clone, func(string) error { return nil })
+	require.NoError(t, err)
+	assert.Equal(t, 1, res.Pushed)
+	_, err = os.Stat(marker)
+	require.True(t, os.IsNotExist(err), "the runner ran a remote command of the repository: %s", readFile(marker))
+	gitT(t, clone, "fetch", "-q")
+	assert.FileExists(t, marker, "the trap should fire for plain git")
+}

@@ -6,8 +6,8 @@
 // output (`-z`, `--porcelain=v2`, `--format` with separators), and runs no code from the
 // repository: the agent can write .git/config, so each call switches off hooks
 // (core.hooksPath=/dev/null), core.fsmonitor, external diff and textconv drivers (--no-ext-diff,
-// --no-textconv), the clean/smudge/process filters and remote upload-pack/receive-pack commands
-// the repository's config names, credential helpers and askpass programs it adds, signature
+// --no-textconv), the clean/smudge/process filters the repository's config names, remote
+// upload-pack/receive-pack commands (--upload-pack, --receive-pack), credential helpers and askpass programs it adds, signature
 // checks (gpg), submodule recursion and automatic gc, and it restricts transports to an allowlist
 // (protocol.allow=never plus one entry per allowed scheme, and GIT_ALLOW_PROTOCOL).
 //
@@ -297,9 +297,10 @@ func (b *limitedBuffer) Bytes() []byte { return b.buf.Bytes() }
 func (b *limitedBuffer) String() string { return b.buf.String() }
 
 // neutralize reads the configuration git would use in dir (every scope, includes followed) and
-// returns -c overrides that switch off the programs it names: filter drivers, remote
-// upload-pack/receive-pack commands, credential helpers other than the global ones, and
-// core.alternateRefsCommand. Reading config runs nothing.
+// returns -c overrides that switch off the programs it names: filter drivers, credential helpers
+// other than the global ones, and core.alternateRefsCommand. (A remote's uploadpack and
+// receivepack cannot be overridden with -c, the first value wins: fetch and push name the
+// programs with --upload-pack and --receive-pack.) Reading config runs nothing.
 func (r *Runner) neutralize(ctx context.Context, dir string) ([]string, error) {
 	out, _, err := r.run(ctx, call{dir: dir, readOnly: true, args: []string{"config", "--list", "--show-scope", "-z"}})
 	if err != nil {
@@ -331,9 +332,6 @@ func (r *Runner) neutralize(ctx context.Context, dir string) ([]string, error) {
 		case sec == "filter" && name != "" && (last == "clean" || last == "smudge" || last == "process" || last == "required"):
 			p := "filter." + name + "."
 			add(p+"clean=", p+"smudge=", p+"process=", p+"required=false")
-		case sec == "remote" && name != "" && (last == "uploadpack" || last == "receivepack"):
-			p := "remote." + name + "."
-			add(p+"uploadpack=git-upload-pack", p+"receivepack=git-receive-pack")
 		case sec == "credential" && last == "helper":
 			if e.scope == "global" {
 				globalHelpers[e.key] = append(globalHelpers[e.key], e.value)

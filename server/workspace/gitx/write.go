@@ -108,7 +108,9 @@ func (r *Runner) Sync(ctx context.Context, top string, checkURL func(string) err
 		return nil, err
 	}
 	long := call{dir: top, scan: true, timeout: r.cloneTimeout()}
-	long.args = []string{"fetch", "--quiet", "--no-recurse-submodules", "--no-write-fetch-head", remote}
+	// The remote's uploadpack/receivepack in the repository's config would run a command (the
+	// first value wins there, so -c cannot override it): the options name the programs.
+	long.args = []string{"fetch", "--quiet", "--no-recurse-submodules", "--no-write-fetch-head", "--upload-pack=git-upload-pack", remote}
 	if _, _, err := r.run(ctx, long); err != nil {
 		return nil, err
 	}
@@ -126,7 +128,7 @@ func (r *Runner) Sync(ctx context.Context, top string, checkURL func(string) err
 		res.Pulled = st.Behind
 	}
 	if st.Ahead > 0 {
-		long.args = []string{"push", "--quiet", "--no-recurse-submodules", "--no-signed", remote, "HEAD:" + merge}
+		long.args = []string{"push", "--quiet", "--no-recurse-submodules", "--no-signed", "--receive-pack=git-receive-pack", remote, "HEAD:" + merge}
 		if _, _, err := r.run(ctx, long); err != nil {
 			return nil, err
 		}
