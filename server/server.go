@@ -172,6 +172,10 @@ type Server struct {
 	gitMu  sync.Mutex
 	// clones are the running clones by id (handlers_git.go).
 	clones map[string]*cloneJob
+	// refWatchers are the ref watchers by repository top, one per watched repository, and
+	// refWatching the connections that watch any (handlers_gitwatch.go); under gitMu.
+	refWatchers map[string]*gitx.RefWatcher
+	refWatching map[*conn]bool
 	// terms are the running terminals by id (handlers_terminal.go).
 	termMu sync.Mutex
 	terms  map[string]*termJob
@@ -243,6 +247,8 @@ func New(ctx context.Context, cfg Config, st *store.Store) (*Server, error) {
 	s.media = newMediaTickets()
 	s.drafts = newDraftBook(st, s.log)
 	go s.drafts.run(base)
+	s.refWatchers = map[string]*gitx.RefWatcher{}
+	s.refWatching = map[*conn]bool{}
 	s.terms = map[string]*termJob{}
 	go st.ListenTokenRevocations(base, time.Second, s.closeTokenConns)
 	return s, nil
