@@ -1,6 +1,7 @@
 package server
 
 import (
+	"os"
 	"testing"
 
 	"github.com/zidane-server/zidane/server/store/storetest"
@@ -8,9 +9,13 @@ import (
 )
 
 // TestMain runs the package's tests against the Postgres of DATABASE_URL, or a managed local
-// Postgres that storetest.Main stops at the end. Sandboxed commands re-execute this test binary
-// as their launcher: sandbox.Main runs it and exits before any test starts.
+// Postgres that storetest.Shutdown stops at the end; it removes the trees tests share. Sandboxed
+// commands re-execute this test binary as their launcher: sandbox.Main runs it and exits before
+// any test starts.
 func TestMain(m *testing.M) {
 	sandbox.Main()
-	storetest.Main(m)
+	code := m.Run()
+	removeSharedTrees()
+	storetest.Shutdown()
+	os.Exit(code)
 }

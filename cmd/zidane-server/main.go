@@ -154,9 +154,10 @@ func startCmd() *cobra.Command {
 	var stepDelay time.Duration
 	var unixSocket string
 	var limits server.Limits
-	var allowClone, projectTerminals bool
+	var allowClone, projectTerminals, allowCreateFolders bool
 	var terminalSandbox string
 	var cloneSchemes []string
+	var model, configPath string
 	var approvalTimeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "start",
@@ -178,6 +179,10 @@ func startCmd() *cobra.Command {
 			if err := dataDirInUse(db.dataDir); err != nil {
 				return err
 			}
+			models, systemPrompt, runLimits, err := modelSettings(ctx, log, db.dataDir, configPath, model, stepDelay)
+			if err != nil {
+				return err
+			}
 			ln, err := server.Listen(listen)
 			if err != nil {
 				return err
@@ -190,7 +195,8 @@ func startCmd() *cobra.Command {
 			defer closeDB()
 			self, cli := binaries()
 			cfg := server.Config{WorkspaceRoots: roots, AllowedOrigins: origins, DataDir: db.dataDir, StepDelay: stepDelay, Logger: log, Limits: limits, Binary: self,
-				AllowClone: allowClone, CloneSchemes: cloneSchemes, ProjectTerminals: projectTerminals, ApprovalTimeout: approvalTimeout}
+				AllowClone: allowClone, CloneSchemes: cloneSchemes, ProjectTerminals: projectTerminals, AllowCreateFolders: allowCreateFolders,
+				ApprovalTimeout: approvalTimeout, Models: models, SystemPrompt: systemPrompt, RunLimits: runLimits}
 			if terminalSandbox != "" {
 				prep, err := terminalPrepare(terminalSandbox, db.dataDir, unixSocket, roots)
 				if err != nil {
@@ -265,11 +271,14 @@ func startCmd() *cobra.Command {
 	cmd.Flags().DurationVar(&limits.HelloTimeout, "hello-timeout", 30*time.Second, "close (1008) a connection that sends no ipc.hello within this time")
 	cmd.Flags().DurationVar(&limits.RequestTimeout, "request-timeout", 60*time.Second, "longest a request's handler may run")
 	cmd.Flags().IntVar(&limits.SendQueueBytes, "send-queue-bytes", 64<<20, "outgoing bytes queued per connection before it is closed with 1013 (the client resumes)")
+	cmd.Flags().BoolVar(&allowCreateFolders, "allow-create-folders", false, "let chat tokens create folders in the workspace roots (fs.createFolder)")
 	cmd.Flags().BoolVar(&allowClone, "allow-clone", false, "let chat tokens clone repositories into the workspace roots (git.clone)")
 	cmd.Flags().StringArrayVar(&cloneSchemes, "clone-scheme", nil, "URL scheme git.clone and git.sync accept (repeatable; default https and ssh; local paths inside the roots always)")
 	cmd.Flags().BoolVar(&projectTerminals, "project-terminals", false, "let admin tokens run terminals in the workspace roots (see docs/security.md)")
 	cmd.Flags().DurationVar(&approvalTimeout, "approval-timeout", 30*time.Minute, "how long a tool approval request waits for an answer before it expires as a denial")
 	cmd.Flags().StringVar(&terminalSandbox, "terminal-sandbox", "", "run project terminals under this sandbox policy (workspace-write, workspace-write+network, read-only); default none")
+	cmd.Flags().StringVar(&model, "model", "", "default model, provider/model (e.g. openai/gpt-4.1); default the config file's, else scripted/scripted (docs/providers.md)")
+	cmd.Flags().StringVar(&configPath, "config", "", "config file of model providers, system prompt and run limits (default <data-dir>/config.json when it exists)")
 	cmd.Flags().DurationVar(&stepDelay, "scripted-step-delay", 0, "pause between the scripted provider's streamed pieces (for demos and tests)")
 	cmd.Flags().MarkHidden("scripted-step-delay")
 	return cmd
