@@ -44,6 +44,9 @@ var (
 	ErrUnavailable = errors.New("store: database unavailable")
 	// ErrNameTaken: a live (non-revoked) token already has that name.
 	ErrNameTaken = errors.New("store: token name already in use")
+	// ErrPairingUsed: the pairing code exists but was redeemed already (for instance by a
+	// parallel redemption that won the race, field case B30). It is not a wrong guess.
+	ErrPairingUsed = errors.New("store: pairing code already used")
 	// ErrInvalidScope: a token scope other than chat, admin or machine.
 	ErrInvalidScope = errors.New("store: invalid token scope")
 	// ErrInvalidText: a string for a TEXT column is not valid UTF-8 or
