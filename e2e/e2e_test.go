@@ -114,6 +114,8 @@ type serverProc struct {
 	done    chan struct{}
 	waitErr error
 	stopped bool
+	// adminTok is an admin token scrape minted for GET /metrics, once.
+	adminTok string
 }
 
 func freeAddr(t *testing.T) string {
