@@ -161,6 +161,7 @@ func startCmd() *cobra.Command {
 	var cloneSchemes []string
 	var allowedHosts []string
 	var debugListen, tlsCert, tlsKey string
+	var approvalTimeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "start",
 		Short: "Start the server (on a managed local Postgres unless --database-url or DATABASE_URL is set)",
@@ -201,7 +202,7 @@ func startCmd() *cobra.Command {
 			defer closeDB()
 			self, cli := binaries()
 			cfg := server.Config{WorkspaceRoots: roots, AllowedOrigins: origins, AllowedHosts: allowedHosts, DataDir: db.dataDir, StepDelay: stepDelay, Logger: log, Limits: limits, Binary: self,
-				AllowClone: allowClone, CloneSchemes: cloneSchemes, ProjectTerminals: projectTerminals}
+				AllowClone: allowClone, CloneSchemes: cloneSchemes, ProjectTerminals: projectTerminals, ApprovalTimeout: approvalTimeout}
 			if terminalSandbox != "" {
 				prep, err := terminalPrepare(terminalSandbox, db.dataDir, unixSocket, roots)
 				if err != nil {
@@ -305,6 +306,7 @@ func startCmd() *cobra.Command {
 	cmd.Flags().BoolVar(&allowClone, "allow-clone", false, "let chat tokens clone repositories into the workspace roots (git.clone)")
 	cmd.Flags().StringArrayVar(&cloneSchemes, "clone-scheme", nil, "URL scheme git.clone and git.sync accept (repeatable; default https and ssh; local paths inside the roots always)")
 	cmd.Flags().BoolVar(&projectTerminals, "project-terminals", false, "let admin tokens run terminals in the workspace roots (see docs/security.md)")
+	cmd.Flags().DurationVar(&approvalTimeout, "approval-timeout", 30*time.Minute, "how long a tool approval request waits for an answer before it expires as a denial")
 	cmd.Flags().StringVar(&terminalSandbox, "terminal-sandbox", "", "run project terminals under this sandbox policy (workspace-write, workspace-write+network, read-only); default none")
 	cmd.Flags().DurationVar(&stepDelay, "scripted-step-delay", 0, "pause between the scripted provider's streamed pieces (for demos and tests)")
 	cmd.Flags().MarkHidden("scripted-step-delay")
