@@ -9,8 +9,8 @@ import (
 // The DNS-rebinding defence (issue 7 item 4; docs/security.md "Host check"). A page on
 // evil.example whose name a rebinding DNS server points at 127.0.0.1 reaches a loopback server
 // with Host: evil.example:<port>. A request that arrived on a loopback address must therefore
-// name a loopback host (localhost, *.localhost, 127.0.0.0/8, ::1) with the port it came in on, or
-// a host the operator listed (--allowed-host); anything else is 403 on every path but /healthz and
+// name a loopback host (localhost, *.localhost, 127.0.0.0/8, ::1; any port), or a host the
+// operator listed (--allowed-host); anything else is 403 on every path but /healthz and
 // /health. Requests on the unix socket are local by construction and exempt.
 
 // localAddr is the server-side address the request arrived on (nil when unknown).
@@ -68,7 +68,7 @@ func (s *Server) hostListed(name, port string) bool {
 }
 
 // hostAllowed applies the DNS-rebinding defence: false for a request that arrived on a loopback
-// address with a Host that is neither a loopback name or address with that port nor listed.
+// address with a Host that is neither a loopback name or address nor listed.
 func (s *Server) hostAllowed(r *http.Request) bool {
 	if viaUnixSocket(r) {
 		return true
@@ -78,13 +78,9 @@ func (s *Server) hostAllowed(r *http.Request) bool {
 		return true // not a loopback listener: the operator exposed it on purpose
 	}
 	name, port := splitHost(r.Host)
-	if s.hostListed(name, port) {
-		return true
-	}
-	if !isLoopbackName(name) {
-		return false
-	}
-	return port == lport || (port == "" && ((r.TLS == nil && lport == "80") || (r.TLS != nil && lport == "443")))
+	// Any port: a loopback name can only come from a page that is itself local, and tunnels and
+	// local proxies (ssh -L 8080:localhost:4380) forward from another port.
+	return isLoopbackName(name) || s.hostListed(name, port)
 }
 
 // hostValidated reports a Host a same-origin check may trust: one hostAllowed checked on a

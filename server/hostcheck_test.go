@@ -43,13 +43,13 @@ func (e *testEnv) get(path, host, tok string, upgrade bool) (int, string) {
 // TestHostCheck_RebindingRefused: on a loopback listener a request whose Host is a rebound name
 // gets 403 on the upgrade and on /metrics (even with an admin token), while 127.0.0.1:<port>,
 // localhost:<port> and [::1]:<port> work; /healthz and /health answer whatever the Host; a listed
-// --allowed-host works; a loopback name with another port does not (issue 7 item 4).
+// --allowed-host works, a listed name:port only on that port (issue 7 item 4).
 func TestHostCheck_RebindingRefused(t *testing.T) {
 	e := newEnv(t, func(c *Config) { c.AllowedHosts = []string{"proxy.example", "pinned.example:8443"} })
 	_, port, err := net.SplitHostPort(strings.TrimPrefix(e.hs.URL, "http://"))
 	require.NoError(t, err)
 	admin := e.mint("admin")
-	for _, host := range []string{"evil.example:" + port, "evil.example", "localhost.evil.example:" + port, "127.0.0.1.nip.io:" + port, "localhost:1", "pinned.example:" + port} {
+	for _, host := range []string{"evil.example:" + port, "evil.example", "localhost.evil.example:" + port, "127.0.0.1.nip.io:" + port, "pinned.example:" + port} {
 		code, body := e.get("/", host, e.token, true)
 		assert.Equal(t, http.StatusForbidden, code, "upgrade with Host %q", host)
 		assert.Contains(t, body, "host not allowed")
@@ -63,7 +63,7 @@ func TestHostCheck_RebindingRefused(t *testing.T) {
 			assert.Equal(t, "ok", body)
 		}
 	}
-	for _, host := range []string{"127.0.0.1:" + port, "localhost:" + port, "LocalHost:" + port, "[::1]:" + port, "app.localhost:" + port, "proxy.example", "proxy.example:" + port} {
+	for _, host := range []string{"127.0.0.1:" + port, "localhost:" + port, "LocalHost:" + port, "[::1]:" + port, "app.localhost:" + port, "proxy.example", "proxy.example:" + port, "localhost:8080" /* a tunnel's port */, "127.0.0.1", "pinned.example:8443"} {
 		code, _ := e.get("/", host, e.token, true)
 		assert.Equal(t, http.StatusSwitchingProtocols, code, "upgrade with Host %q", host)
 		code, body := e.get("/metrics", host, admin, false)
