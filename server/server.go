@@ -171,6 +171,10 @@ type Server struct {
 	gitMu sync.Mutex
 	// clones are the running clones by id (handlers_git.go).
 	clones map[string]*cloneJob
+	// refWatchers are the ref watchers by repository top, one per watched repository, and
+	// refWatching the connections that watch any (handlers_gitwatch.go); under gitMu.
+	refWatchers map[string]*gitx.RefWatcher
+	refWatching map[*conn]bool
 	// terms are the running terminals by id (handlers_terminal.go).
 	termMu sync.Mutex
 	terms  map[string]*termJob
@@ -239,6 +243,8 @@ func New(ctx context.Context, cfg Config, st *store.Store) (*Server, error) {
 	s.handlers = &handlers{s: s}
 	s.git = &gitx.Runner{Schemes: cfg.CloneSchemes}
 	s.clones = map[string]*cloneJob{}
+	s.refWatchers = map[string]*gitx.RefWatcher{}
+	s.refWatching = map[*conn]bool{}
 	s.terms = map[string]*termJob{}
 	go st.ListenTokenRevocations(base, time.Second, s.closeTokenConns)
 	return s, nil

@@ -161,6 +161,7 @@ func startCmd() *cobra.Command {
 	var cloneSchemes []string
 	var allowedHosts []string
 	var debugListen, tlsCert, tlsKey string
+	var model, configPath string
 	var approvalTimeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "start",
@@ -190,6 +191,10 @@ func startCmd() *cobra.Command {
 					return fmt.Errorf("--tls-cert/--tls-key: %w", err)
 				}
 			}
+			models, systemPrompt, runLimits, err := modelSettings(ctx, log, db.dataDir, configPath, model, stepDelay)
+			if err != nil {
+				return err
+			}
 			ln, err := server.Listen(listen)
 			if err != nil {
 				return err
@@ -202,7 +207,8 @@ func startCmd() *cobra.Command {
 			defer closeDB()
 			self, cli := binaries()
 			cfg := server.Config{WorkspaceRoots: roots, AllowedOrigins: origins, AllowedHosts: allowedHosts, DataDir: db.dataDir, StepDelay: stepDelay, Logger: log, Limits: limits, Binary: self,
-				AllowClone: allowClone, CloneSchemes: cloneSchemes, ProjectTerminals: projectTerminals, ApprovalTimeout: approvalTimeout}
+				AllowClone: allowClone, CloneSchemes: cloneSchemes, ProjectTerminals: projectTerminals, ApprovalTimeout: approvalTimeout,
+				Models: models, SystemPrompt: systemPrompt, RunLimits: runLimits}
 			if terminalSandbox != "" {
 				prep, err := terminalPrepare(terminalSandbox, db.dataDir, unixSocket, roots)
 				if err != nil {
@@ -308,6 +314,8 @@ func startCmd() *cobra.Command {
 	cmd.Flags().BoolVar(&projectTerminals, "project-terminals", false, "let admin tokens run terminals in the workspace roots (see docs/security.md)")
 	cmd.Flags().DurationVar(&approvalTimeout, "approval-timeout", 30*time.Minute, "how long a tool approval request waits for an answer before it expires as a denial")
 	cmd.Flags().StringVar(&terminalSandbox, "terminal-sandbox", "", "run project terminals under this sandbox policy (workspace-write, workspace-write+network, read-only); default none")
+	cmd.Flags().StringVar(&model, "model", "", "default model, provider/model (e.g. openai/gpt-4.1); default the config file's, else scripted/scripted (docs/providers.md)")
+	cmd.Flags().StringVar(&configPath, "config", "", "config file of model providers, system prompt and run limits (default <data-dir>/config.json when it exists)")
 	cmd.Flags().DurationVar(&stepDelay, "scripted-step-delay", 0, "pause between the scripted provider's streamed pieces (for demos and tests)")
 	cmd.Flags().MarkHidden("scripted-step-delay")
 	return cmd

@@ -342,6 +342,21 @@ test('C06 a call is never replayed after a reconnect', async (t) => {
   assert.equal(fs.requests('chat.send').length, 1, 'the server saw one chat.send')
 })
 
+test('reconnect: false closes the client at the first drop, with the drop as its error', async (t) => {
+  const { fs, cp } = await rig(t)
+  const clock = new FakeClock()
+  const c = mk(cp.url, { clock, reconnect: false })
+  await c.ready
+  cp.rst()
+  await until(() => c.connection.get().status === 'closed')
+  const s = c.connection.get()
+  assert.ok(s.status === 'closed' && s.error instanceof ConnectionDroppedError)
+  await clock.advance(60_000)
+  assert.equal(fs.conns.length, 1)
+  await assert.rejects(c.call('sessions.list', {}), ConnectionDroppedError)
+  c.close()
+})
+
 test('C07 handlers and sockets do not multiply across reconnects', async (t) => {
   const { fs, cp } = await rig(t)
   const c = mk(cp.url, { reconnect: { initialMs: 5, maxMs: 10 } })
