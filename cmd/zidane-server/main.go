@@ -156,7 +156,7 @@ func startCmd() *cobra.Command {
 	var stepDelay time.Duration
 	var unixSocket string
 	var limits server.Limits
-	var allowClone, projectTerminals bool
+	var allowClone, projectTerminals, allowCreateFolders bool
 	var terminalSandbox string
 	var cloneSchemes []string
 	var allowedHosts []string
@@ -207,8 +207,8 @@ func startCmd() *cobra.Command {
 			defer closeDB()
 			self, cli := binaries()
 			cfg := server.Config{WorkspaceRoots: roots, AllowedOrigins: origins, AllowedHosts: allowedHosts, DataDir: db.dataDir, StepDelay: stepDelay, Logger: log, Limits: limits, Binary: self,
-				AllowClone: allowClone, CloneSchemes: cloneSchemes, ProjectTerminals: projectTerminals, ApprovalTimeout: approvalTimeout,
-				Models: models, SystemPrompt: systemPrompt, RunLimits: runLimits}
+				AllowClone: allowClone, CloneSchemes: cloneSchemes, ProjectTerminals: projectTerminals, AllowCreateFolders: allowCreateFolders,
+				ApprovalTimeout: approvalTimeout, Models: models, SystemPrompt: systemPrompt, RunLimits: runLimits}
 			if terminalSandbox != "" {
 				prep, err := terminalPrepare(terminalSandbox, db.dataDir, unixSocket, roots)
 				if err != nil {
@@ -309,6 +309,7 @@ func startCmd() *cobra.Command {
 	cmd.Flags().DurationVar(&limits.HelloTimeout, "hello-timeout", 30*time.Second, "close (1008) a connection that sends no ipc.hello within this time")
 	cmd.Flags().DurationVar(&limits.RequestTimeout, "request-timeout", 60*time.Second, "longest a request's handler may run")
 	cmd.Flags().IntVar(&limits.SendQueueBytes, "send-queue-bytes", 64<<20, "outgoing bytes queued per connection before it is closed with 1013 (the client resumes)")
+	cmd.Flags().BoolVar(&allowCreateFolders, "allow-create-folders", false, "let chat tokens create folders in the workspace roots (fs.createFolder)")
 	cmd.Flags().BoolVar(&allowClone, "allow-clone", false, "let chat tokens clone repositories into the workspace roots (git.clone)")
 	cmd.Flags().StringArrayVar(&cloneSchemes, "clone-scheme", nil, "URL scheme git.clone and git.sync accept (repeatable; default https and ssh; local paths inside the roots always)")
 	cmd.Flags().BoolVar(&projectTerminals, "project-terminals", false, "let admin tokens run terminals in the workspace roots (see docs/security.md)")
