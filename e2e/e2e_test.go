@@ -9,6 +9,8 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -102,6 +104,9 @@ type serverOpts struct {
 	root    string // "" = a fresh temp dir; "-" = no --workspace-root flag
 	noDBEnv bool   // remove DATABASE_URL from the environment
 	extra   []string
+	// tlsCA, when set, is the CA of the certificate passed in extra (--tls-cert): the health
+	// check speaks https and trusts it.
+	tlsCA *x509.CertPool
 }
 
 type serverProc struct {
@@ -114,6 +119,8 @@ type serverProc struct {
 	done    chan struct{}
 	waitErr error
 	stopped bool
+	// adminTok is an admin token scrape minted for GET /metrics, once.
+	adminTok string
 }
 
 func freeAddr(t *testing.T) string {
@@ -179,6 +186,11 @@ func startServer(t *testing.T, o serverOpts) *serverProc {
 	})
 	deadline := time.Now().Add(45 * time.Second)
 	hc := &http.Client{Timeout: 2 * time.Second}
+	scheme := "http"
+	if o.tlsCA != nil {
+		scheme = "https"
+		hc.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: o.tlsCA}}
+	}
 	for {
 		select {
 		case <-s.done:
@@ -186,7 +198,7 @@ func startServer(t *testing.T, o serverOpts) *serverProc {
 			t.Fatalf("zidane-server exited before it was healthy: %v\nstderr:\n%s", s.waitErr, s.stderr.String())
 		default:
 		}
-		resp, err := hc.Get("http://" + s.addr + "/healthz")
+		resp, err := hc.Get(scheme + "://" + s.addr + "/healthz")
 		if err == nil {
 			b, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
