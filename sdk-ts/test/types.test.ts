@@ -153,6 +153,11 @@ function describeSignal(s: Signal): string {
       return `queue ${s.items.length}`
     case 'plans:snapshot':
       return `plans ${s.snapshot.plans.length} ${s.snapshot.active ?? 'none'}`
+    case 'draft:changed':
+    case 'prefs:changed':
+    case 'settings:changed':
+    case 'sidebar:changed':
+      return s.kind
     default: {
       const unknownKind: never = s
       return `unknown ${(unknownKind as { kind: string }).kind}`
