@@ -98,6 +98,9 @@ type Config struct {
 	// AllowedOrigins lists browser origins (scheme://host[:port]) allowed to connect; a request
 	// without Origin (a non-browser client) or from the server's own origin is always allowed.
 	AllowedOrigins []string
+	// TokenRecheck is how often open connections' tokens are checked against the database, in
+	// case a revocation NOTIFY was lost (field case B32); default 30 s.
+	TokenRecheck time.Duration
 	// AllowedHosts lists extra Host names ("name" or "name:port") a request that arrives on a
 	// loopback address may carry, beside the loopback names (the DNS-rebinding defence,
 	// docs/security.md "Host check"); for instance the public name a reverse proxy forwards.
@@ -254,7 +257,8 @@ func New(ctx context.Context, cfg Config, st *store.Store) (*Server, error) {
 	s.refWatchers = map[string]*gitx.RefWatcher{}
 	s.refWatching = map[*conn]bool{}
 	s.terms = map[string]*termJob{}
-	go st.ListenTokenRevocations(base, time.Second, s.closeTokenConns)
+	go st.ListenTokenRevocations(base, time.Second, s.closeTokenConns, s.recheckTokens)
+	go s.recheckTokensEvery(cfg.TokenRecheck)
 	return s, nil
 }
 
@@ -296,6 +300,49 @@ func (s *Server) presenceSoon() {
 				s.publishPresence()
 			}
 		})
+	}
+}
+
+// recheckTokens closes (1008) the connections whose token was revoked (or deleted) while no
+// notice arrived: run after every (re)LISTEN and every Config.TokenRecheck (field case B32).
+func (s *Server) recheckTokens() {
+	s.connsMu.Lock()
+	seen := map[string]bool{}
+	var ids []string
+	for c := range s.conns {
+		if !seen[c.token.ID] {
+			seen[c.token.ID] = true
+			ids = append(ids, c.token.ID)
+		}
+	}
+	s.connsMu.Unlock()
+	ctx, cancel := context.WithTimeout(s.baseCtx, 10*time.Second)
+	defer cancel()
+	revoked, err := s.store.RevokedAmong(ctx, ids)
+	if err != nil {
+		if s.baseCtx.Err() == nil {
+			s.log.Warn("token re-check failed; retrying at the next interval", "err", err)
+		}
+		return
+	}
+	for _, id := range revoked {
+		s.closeTokenConns(id)
+	}
+}
+
+func (s *Server) recheckTokensEvery(d time.Duration) {
+	if d <= 0 {
+		d = 30 * time.Second
+	}
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.baseCtx.Done():
+			return
+		case <-t.C:
+			s.recheckTokens()
+		}
 	}
 }
 
