@@ -33,6 +33,8 @@ import (
 	"github.com/zidane-server/zidane/client"
 	"github.com/zidane-server/zidane/protocol"
 	"github.com/zidane-server/zidane/server"
+	"github.com/zidane-server/zidane/server/agent"
+	"github.com/zidane-server/zidane/server/agent/provider/config"
 	"github.com/zidane-server/zidane/server/store"
 	"github.com/zidane-server/zidane/server/workspace/sandbox"
 )
@@ -157,6 +159,8 @@ func startCmd() *cobra.Command {
 	var allowClone, projectTerminals bool
 	var terminalSandbox string
 	var cloneSchemes []string
+	var model, configPath string
+	var runLimits agent.Limits
 	cmd := &cobra.Command{
 		Use:   "start",
 		Short: "Start the server (on a managed local Postgres unless --database-url or DATABASE_URL is set)",
@@ -200,6 +204,10 @@ func startCmd() *cobra.Command {
 			}
 			if db.databaseURL != "" {
 				cfg.DatabaseURL = db.databaseURL
+			}
+			if err := agentSetup(ctx, &cfg, log, configPath, model, runLimits); err != nil {
+				ln.Close()
+				return err
 			}
 			srv, err := server.New(ctx, cfg, st)
 			if err != nil {
@@ -268,6 +276,12 @@ func startCmd() *cobra.Command {
 	cmd.Flags().StringArrayVar(&cloneSchemes, "clone-scheme", nil, "URL scheme git.clone and git.sync accept (repeatable; default https and ssh; local paths inside the roots always)")
 	cmd.Flags().BoolVar(&projectTerminals, "project-terminals", false, "let admin tokens run terminals in the workspace roots (see docs/security.md)")
 	cmd.Flags().StringVar(&terminalSandbox, "terminal-sandbox", "", "run project terminals under this sandbox policy (workspace-write, workspace-write+network, read-only); default none")
+	cmd.Flags().StringVar(&model, "model", "", "the default model, provider/model (e.g. openai/gpt-4.1); models.list shows them (default: the config file's, else scripted/scripted)")
+	cmd.Flags().StringVar(&configPath, "config", "", "the providers' config file (default <data-dir>/config.json when it exists; see docs/providers.md)")
+	cmd.Flags().IntVar(&runLimits.MaxTurns, "max-turns", 0, "model turns per run (default the config file's, else 50)")
+	cmd.Flags().DurationVar(&runLimits.MaxWallTime, "max-run-time", 0, "wall time per run (default the config file's, else 30m)")
+	cmd.Flags().IntVar(&runLimits.MaxOutputTokens, "max-output-tokens", 0, "output tokens per model turn (default the config file's, else 8192)")
+	cmd.Flags().IntVar(&runLimits.MaxConcurrentRuns, "max-concurrent-runs", 0, "runs talking to a model at once, server-wide; more prompts wait (default the config file's, else 8)")
 	cmd.Flags().DurationVar(&stepDelay, "scripted-step-delay", 0, "pause between the scripted provider's streamed pieces (for demos and tests)")
 	cmd.Flags().MarkHidden("scripted-step-delay")
 	return cmd
@@ -579,4 +593,44 @@ func terminalPrepare(policy, dataDir, unixSocket string, roots []string) (func(*
 	return func(cmd *exec.Cmd) error {
 		return sb.Wrap(cmd, sandbox.Request{Policy: p, Roots: abs, SessionID: "terminals"})
 	}, nil
+}
+
+// agentSetup builds the agent's providers from the config file, the environment and --model
+// (provider/config), and its per-run limits: a flag wins over the file, the file over the
+// defaults. The providers are logged without keys.
+func agentSetup(ctx context.Context, cfg *server.Config, log *slog.Logger, configPath, model string, flags agent.Limits) error {
+	setup, err := config.Build(config.Options{Path: configPath, DataDir: cfg.DataDir, Model: model, StepDelay: cfg.StepDelay})
+	if err != nil {
+		return err
+	}
+	for _, line := range setup.Summary {
+		log.Info("model provider", "provider", line)
+	}
+	for _, w := range setup.Warnings {
+		log.Warn("model provider", "warning", w)
+	}
+	reg, err := agent.NewRegistry(ctx, setup.Default, setup.Providers...)
+	if err != nil {
+		return err
+	}
+	reg.Windows = setup.Windows
+	cfg.Models = reg
+	cfg.SystemPrompt = setup.SystemPrompt
+	pick := func(flag, file int) int {
+		if flag > 0 {
+			return flag
+		}
+		return file
+	}
+	cfg.RunLimits = agent.Limits{
+		MaxTurns:          pick(flags.MaxTurns, setup.Limits.MaxTurns),
+		MaxOutputTokens:   pick(flags.MaxOutputTokens, setup.Limits.MaxOutputTokens),
+		MaxConcurrentRuns: pick(flags.MaxConcurrentRuns, setup.Limits.MaxConcurrentRuns),
+		MaxWallTime:       flags.MaxWallTime,
+	}
+	if cfg.RunLimits.MaxWallTime <= 0 {
+		cfg.RunLimits.MaxWallTime = time.Duration(setup.Limits.MaxWallTime)
+	}
+	log.Info("default model", "model", reg.DefaultID())
+	return nil
 }

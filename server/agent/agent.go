@@ -49,6 +49,9 @@ type Reporter interface {
 	// transport can publish presence. It must not call back into the runtime synchronously
 	// while holding its own locks in a way that could block on the runtime.
 	RunningChanged()
+	// SessionChanged says the runtime changed the session's stored state (its status), so the
+	// transport can tell every window (session:updated). Called outside the runtime's locks.
+	SessionChanged(sessionID string)
 }
 
 // Config configures a Runtime.
@@ -78,6 +81,9 @@ type Config struct {
 	SystemPrompt string
 	// Limits are the per-run limits.
 	Limits Limits
+	// StreamProgress turns on stream:progress signals (at most 4 a second per run). Off until the
+	// hub delivers ephemeral signals (no $seq) that every client expects; see issue 7.
+	StreamProgress bool
 	// Retry is the retry policy for provider errors before the first token; zero MaxRetries and
 	// BaseDelay: provider.DefaultRetry.
 	Retry provider.RetryPolicy
@@ -226,6 +232,7 @@ func (r *Runtime) launch(ctx context.Context, ru *run) error {
 		return err
 	}
 	r.publish(&protocol.RunStartSignal{SessionID: ru.sessionID, RunID: ru.id}, ru)
+	r.rep.SessionChanged(ru.sessionID)
 	if rs, ok := r.tools.(RunStarter); ok {
 		rs.RunStarted(wctx, ru.sessionID, ru.id, ru.origin)
 	}
@@ -411,6 +418,8 @@ func (r *Runtime) execute(ru *run) {
 	}
 	if serr := r.st.SetSessionStatus(fctx, ru.sessionID, status); serr != nil && !errors.Is(serr, store.ErrNotFound) {
 		r.log.Error("session status", "session", ru.sessionID, "err", serr)
+	} else if serr == nil {
+		r.rep.SessionChanged(ru.sessionID)
 	}
 	r.publish(end, ru)
 	r.advance(ru)
