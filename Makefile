@@ -19,10 +19,10 @@ check-generated:
 build:
 	$(GO) build -o bin/ ./cmd/zidane-server ./cmd/zidane
 
-## run: build and start the server on its embedded default (a managed local Postgres)
+## run: build and start the server on its embedded default (a managed local Postgres); MODEL=provider/model sets the default model
 run: build
 	@scripts/bootstrap.sh --server
-	bin/zidane-server start --listen $(LISTEN)
+	bin/zidane-server start --listen $(LISTEN) $(if $(MODEL),--model $(MODEL))
 
 ## test: every test, the drift check and the TypeScript type-check
 test:

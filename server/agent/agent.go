@@ -231,8 +231,8 @@ func (r *Runtime) launch(ctx context.Context, ru *run) error {
 		}
 		return err
 	}
+	r.rep.SessionChanged(ru.sessionID) // status running, before the run's signals
 	r.publish(&protocol.RunStartSignal{SessionID: ru.sessionID, RunID: ru.id}, ru)
-	r.rep.SessionChanged(ru.sessionID)
 	if rs, ok := r.tools.(RunStarter); ok {
 		rs.RunStarted(wctx, ru.sessionID, ru.id, ru.origin)
 	}
@@ -371,10 +371,11 @@ func (r *Runtime) execute(ru *run) {
 	var sum protocol.RunSummary
 	var lastTurn string
 	var err error
+	slot := false
 	select {
 	case r.slots <- struct{}{}:
+		slot = true
 		sum, lastTurn, err = r.runModel(ctx, ru)
-		<-r.slots
 	case <-ctx.Done():
 		err = ctx.Err()
 	}
@@ -416,12 +417,17 @@ func (r *Runtime) execute(ru *run) {
 	if ferr := r.writer.flush(fctx); ferr != nil {
 		r.log.Error("transcript flush failed", "session", ru.sessionID, "err", ferr)
 	}
-	if serr := r.st.SetSessionStatus(fctx, ru.sessionID, status); serr != nil && !errors.Is(serr, store.ErrNotFound) {
+	serr := r.st.SetSessionStatus(fctx, ru.sessionID, status)
+	if serr != nil && !errors.Is(serr, store.ErrNotFound) {
 		r.log.Error("session status", "session", ru.sessionID, "err", serr)
-	} else if serr == nil {
-		r.rep.SessionChanged(ru.sessionID)
 	}
 	r.publish(end, ru)
+	if slot {
+		<-r.slots // held until run:end: the next run's model turn follows this one's end
+	}
+	if serr == nil {
+		r.rep.SessionChanged(ru.sessionID) // after run:end: the run's signals stay together
+	}
 	r.advance(ru)
 	ru.cancel()
 	r.wg.Done()
