@@ -30,8 +30,16 @@ type rig struct {
 }
 
 func newRig(t *testing.T, mod func(*Options)) *rig {
+	return newRigWith(t, nil, mod)
+}
+
+// newRigWith is newRig with the proxy set up by px before the client opens.
+func newRigWith(t *testing.T, px func(*clienttest.Proxy), mod func(*Options)) *rig {
 	r := &rig{fs: newFakeServer(t), st: &states{}}
 	r.px = r.fs.proxy()
+	if px != nil {
+		px(r.px)
+	}
 	o := fast()
 	o.OnState = r.st.record
 	if mod != nil {
@@ -130,11 +138,10 @@ func deadAddr(t *testing.T) string {
 // ConnectTimeout, the cause says so, and the next attempts follow the backoff; after five cycles
 // there were exactly five sockets.
 func TestClientCase_C02_ConnectTimeoutKeepsRetrying(t *testing.T) {
-	r := newRig(t, func(o *Options) {
+	r := newRigWith(t, (*clienttest.Proxy).Stall, func(o *Options) {
 		o.ConnectTimeout = 100 * time.Millisecond
 		o.Backoff = Backoff{Min: 20 * time.Millisecond, Max: 40 * time.Millisecond}
 	})
-	r.px.Stall()
 	require.Eventually(t, func() bool { return r.st.count(StateReconnecting) >= 5 }, 10*time.Second, time.Millisecond)
 	r.c.Close()
 	var delays []time.Duration
@@ -145,7 +152,8 @@ func TestClientCase_C02_ConnectTimeoutKeepsRetrying(t *testing.T) {
 		}
 	}
 	assert.Equal(t, []time.Duration{20 * time.Millisecond, 40 * time.Millisecond, 40 * time.Millisecond, 40 * time.Millisecond, 40 * time.Millisecond}, delays[:5])
-	assert.Equal(t, len(delays), r.px.Accepted(), "one socket per attempt")
+	n := r.px.Accepted() // one socket per attempt; Close may have cut one more short
+	assert.True(t, n == len(delays) || n == len(delays)+1, "%d sockets for %d failed attempts", n, len(delays))
 }
 
 // TestClientCase_C03_OneSocketAtATime: failures and resets never open a second socket: one new
@@ -154,6 +162,7 @@ func TestClientCase_C02_ConnectTimeoutKeepsRetrying(t *testing.T) {
 func TestClientCase_C03_OneSocketAtATime(t *testing.T) {
 	r := newRig(t, nil)
 	r.px.Respond(http.StatusBadGateway)
+	r.px.RST() // in case the first attempt got through before Respond
 	require.Eventually(t, func() bool { return r.st.count(StateReconnecting) >= 3 }, 5*time.Second, time.Millisecond)
 	assert.LessOrEqual(t, r.px.Accepted(), r.st.count(StateReconnecting)+1, "one attempt per failure")
 	r.px.Forward()
@@ -375,8 +384,10 @@ func TestClientCase_C11_RefusedTokenStopsRetries(t *testing.T) {
 	}
 	r := newRig(t, nil)
 	r.px.Respond(http.StatusServiceUnavailable)
+	r.px.RST() // in case the first attempt got through before Respond
 	require.Eventually(t, func() bool { return r.st.count(StateReconnecting) >= 3 }, 5*time.Second, time.Millisecond)
-	assert.ErrorContains(t, r.st.list()[1].Err, "503")
+	last := r.st.list()
+	assert.ErrorContains(t, last[len(last)-1].Err, "503")
 	assert.False(t, r.c.State().Terminal())
 }
 

@@ -93,7 +93,7 @@ type Options struct {
 	// (*HostChangedError, StateHostChanged) and the client stops.
 	HostID string
 	// OnState, when set, is called with every change of the connection state, in order, from the
-	// client's connection goroutine; it must return quickly.
+	// client's connection goroutine; it must return quickly and must not call Close.
 	OnState func(StateChange)
 }
 

@@ -99,7 +99,16 @@ func (c *Client) syncer(f *follow, w *wire) {
 		c.mu.Unlock()
 
 		if reason == "" {
-			var res protocol.SessionsResumeResult
+			// The result as protocol.SessionsResumeResult, with each replayed signal kept as the
+			// bytes the server sent (fields this build does not know survive).
+			var res struct {
+				OK      bool                    `json:"ok"`
+				Reason  *protocol.ResumeFailure `json:"reason"`
+				Signals []struct {
+					Seq    int64           `json:"seq"`
+					Signal json.RawMessage `json:"signal"`
+				} `json:"signals"`
+			}
 			ctx, cancel := context.WithTimeout(c.ctx, syncTimeout)
 			err := c.call(ctx, w, protocol.MethodSessionsResume, &protocol.SessionsResumeParams{SessionID: f.id, Epoch: epoch, AfterSeq: after}, &res)
 			cancel()
@@ -123,11 +132,7 @@ func (c *Client) syncer(f *follow, w *wire) {
 					return
 				}
 				for _, r := range res.Signals {
-					raw, err := protocol.Marshal(r.Signal)
-					if err != nil {
-						continue
-					}
-					ev, ok := decodeSignal(raw, r.Seq)
+					ev, ok := decodeSignal(r.Signal, r.Seq)
 					if !ok {
 						continue
 					}

@@ -218,7 +218,7 @@ func withSeq(obj json.RawMessage, seq int64) json.RawMessage {
 	}
 	out := make([]byte, 0, len(b)+24)
 	out = append(out, b[:len(b)-1]...)
-	if bytes.TrimSpace(b[1:len(b)-1]) != nil && len(bytes.TrimSpace(b[1:len(b)-1])) > 0 {
+	if len(bytes.TrimSpace(b[1:len(b)-1])) > 0 {
 		out = append(out, ',')
 	}
 	out = append(out, fmt.Sprintf(`"$seq":%d}`, seq)...)

@@ -309,7 +309,7 @@ func TestCLITokenRefusedSaysHowToMint(t *testing.T) {
 
 // TestCLIServerKilledMidRun: the server is killed while the CLI's run streams and a new server
 // process takes its place; the CLI reconnects, its resume answers epoch, and from the reloaded
-// transcript it tells that the run did not finish instead of waiting for a run:end that cannot
+// transcript it tells that the run ended unfinished instead of waiting for a run:end that cannot
 // come.
 func TestCLIServerKilledMidRun(t *testing.T) {
 	db, data, root := storetest.URL(t), t.TempDir(), t.TempDir()
@@ -325,8 +325,9 @@ func TestCLIServerKilledMidRun(t *testing.T) {
 	px.SetTarget(s2.addr)
 	assert.Equal(t, 1, cli.wait(waitTimeout))
 	assert.Contains(t, cli.stderr.String(), "reloaded the transcript")
-	// The restarted server marked the run interrupted with an error event; the CLI prints it.
-	assert.Contains(t, cli.stderr.String(), "The server stopped during the run")
+	// The new server closes the interrupted run in the transcript with an error event, which the
+	// CLI reports; without it the CLI says the run did not finish.
+	assert.Regexp(t, `The server stopped during the run|the run did not finish`, cli.stderr.String())
 	assert.Equal(t, 1, strings.Count(cli.stdout.String(), "Hello! "), "nothing printed twice")
 }
 

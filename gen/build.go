@@ -123,6 +123,7 @@ func (l *loader) build(fileNames []string) {
 	}
 	p.Types[reservedSignalUnion] = sig
 	l.claim(reservedSignalUnion, "signals")
+	l.checkSequencedScopes(p.Signals)
 
 	l.checkRefs()
 	l.checkUnions()
@@ -187,7 +188,12 @@ func (l *loader) method(g *Group, fn, name string, n *node) *Method {
 
 func (l *loader) signal(g *Group, fn, k string, n *node) *Signal {
 	where := "schema/" + fn + "#/signals/" + k
-	s := &Signal{Kind: k, Group: g.Name, Summary: n.getStr("summary"), Description: n.getStr("description"), Since: n.getInt("since"), Deprecated: n.getStr("deprecated"), Experimental: n.getStr("stability") == "experimental", Session: n.getBool("session"), Delivery: n.getStr("delivery")}
+	s := &Signal{Kind: k, Group: g.Name, Summary: n.getStr("summary"), Description: n.getStr("description"), Since: n.getInt("since"), Deprecated: n.getStr("deprecated"), Experimental: n.getStr("stability") == "experimental", Session: n.getBool("session"), Scopes: n.strings("scopes"), Delivery: n.getStr("delivery"), Ephemeral: n.getBool("ephemeral")}
+	for i, sc := range s.Scopes {
+		if l.scope(sc) == nil {
+			l.fail(fmt.Sprintf("%s/scopes/%d", where, i), "unknown scope %q; scopes are defined in schema/protocol.json", sc)
+		}
+	}
 	// A signal's body is an object type whose kind is the signal kind.
 	obj := objNode()
 	obj.set("type", strNode("object"))
@@ -231,6 +237,28 @@ func (l *loader) signal(g *Group, fn, k string, n *node) *Signal {
 	s.Type.Experimental = s.Experimental
 	l.claim("Signal"+goName(k), where)
 	return s
+}
+
+// checkSequencedScopes enforces that every sequenced signal (session, delivery all, not ephemeral)
+// has the same scopes: $seq numbers one stream per session, and a reader that received only some
+// of it would see holes it cannot tell from lost signals.
+func (l *loader) checkSequencedScopes(sigs []*Signal) {
+	var first *Signal
+	for _, s := range sigs {
+		if !s.Sequenced() {
+			continue
+		}
+		if first == nil {
+			first = s
+			continue
+		}
+		a, b := append([]string(nil), first.Scopes...), append([]string(nil), s.Scopes...)
+		sort.Strings(a)
+		sort.Strings(b)
+		if strings.Join(a, ",") != strings.Join(b, ",") {
+			l.fail("schema/"+s.Group+".json#/signals/"+s.Kind+"/scopes", "a sequenced signal (session, delivery all, not ephemeral) must have the same scopes as %q (%s): the $seq of a session is one stream; make it ephemeral or give it another delivery to narrow its audience", first.Kind, strings.Join(first.Scopes, ", "))
+		}
+	}
 }
 
 func contains(xs []string, x string) bool {

@@ -75,7 +75,15 @@ func bundle(p *Protocol, fileNames []string, signalNodes [][2]any) []byte {
 		}
 		e.set("since", numNode(int64(s.Since)))
 		e.set("session", &node{kind: 'b', b: s.Session})
+		sc := arrNode()
+		for _, x := range s.Scopes {
+			sc.items = append(sc.items, strNode(x))
+		}
+		e.set("scopes", sc)
 		e.set("delivery", strNode(s.Delivery))
+		if s.Ephemeral {
+			e.set("ephemeral", &node{kind: 'b', b: true})
+		}
 		ref := objNode()
 		ref.set("$ref", strNode("#/$defs/"+s.Type.Name))
 		e.set("schema", ref)

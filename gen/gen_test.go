@@ -249,6 +249,14 @@ func TestBadSchemas(t *testing.T) {
 		{"enum since names no value", func(m map[string]any) {
 			obj(m, "$defs", "Unit")["x-enum-since"] = map[string]any{"GHz": 16}
 		}, `x-enum-since names "GHz", which is not an enum value`},
+		{"signal without scopes", func(m map[string]any) { delete(obj(m, "signals", "thing:changed"), "scopes") }, "schema/things.json#/signals/thing:changed: missing properties: 'scopes'"},
+		{"signal with an unknown scope", func(m map[string]any) { obj(m, "signals", "thing:changed")["scopes"] = []any{"chat", "root"} }, `schema/things.json#/signals/thing:changed/scopes/1: unknown scope "root"`},
+		{"unknown delivery", func(m map[string]any) { obj(m, "signals", "thing:changed")["delivery"] = "everyone" }, "schema/things.json#/signals/thing:changed/delivery"},
+		{"sequenced signals with different scopes", func(m map[string]any) {
+			obj(m, "signals", "thing:changed")["delivery"] = "all"
+			obj(m, "signals")["thing:gone"] = map[string]any{"summary": "A thing went.", "since": 1, "session": true, "scopes": []any{"admin"}, "delivery": "all",
+				"required": []any{"sessionId"}, "properties": map[string]any{"sessionId": map[string]any{"type": "string", "since": 1, "description": "The session."}}}
+		}, `schema/things.json#/signals/thing:gone/scopes: a sequenced signal (session, delivery all, not ephemeral) must have the same scopes as "thing:changed"`},
 		{"inline union", func(m map[string]any) {
 			obj(m, "methods", "things.put", "params", "properties")["shape2"] = map[string]any{"since": 1, "oneOf": []any{map[string]any{"$ref": "#/$defs/Circle"}}}
 		}, "a union (oneOf) must be a named type under $defs"},

@@ -172,21 +172,34 @@ func (g *goEmitter) emitMethods(f *jen.File) {
 	for _, s := range p.Signals {
 		sconsts = append(sconsts, jen.Comment(fmt.Sprintf("Signal%s is %q: %s", goName(s.Kind), s.Kind, s.Summary)))
 		sconsts = append(sconsts, jen.Id("Signal"+goName(s.Kind)).Op("=").Lit(s.Kind))
-		sspecs = append(sspecs, jen.Values(jen.Dict{
-			jen.Id("Kind"):     jen.Id("Signal" + goName(s.Kind)),
-			jen.Id("Group"):    jen.Lit(s.Group),
-			jen.Id("Session"):  jen.Lit(s.Session),
-			jen.Id("Delivery"): jen.Lit(s.Delivery),
-			jen.Id("Since"):    jen.Lit(s.Since),
-		}))
+		var scopes []jen.Code
+		for _, sc := range s.Scopes {
+			scopes = append(scopes, jen.Id("Scope"+goName(sc)))
+		}
+		d := jen.Dict{
+			jen.Id("Kind"):      jen.Id("Signal" + goName(s.Kind)),
+			jen.Id("Group"):     jen.Lit(s.Group),
+			jen.Id("Session"):   jen.Lit(s.Session),
+			jen.Id("Scopes"):    jen.Index().Id("Scope").Values(scopes...),
+			jen.Id("Delivery"):  jen.Id("Delivery" + goName(s.Delivery)),
+			jen.Id("Sequenced"): jen.Lit(s.Sequenced()),
+			jen.Id("Since"):     jen.Lit(s.Since),
+		}
+		if s.Ephemeral {
+			d[jen.Id("Ephemeral")] = jen.Lit(true)
+		}
+		sspecs = append(sspecs, jen.Values(d))
 	}
 	f.Const().Defs(sconsts...)
 	f.Comment("SignalSpec describes one signal kind.")
 	f.Type().Id("SignalSpec").Struct(
 		jen.Comment("Kind is the wire kind."), jen.Id("Kind").String(),
 		jen.Comment("Group is the schema file that defines it."), jen.Id("Group").String(),
-		jen.Comment("Session is true for session signals: they carry sessionId and $seq."), jen.Id("Session").Bool(),
-		jen.Comment("Delivery is \"all\" (every connection) or \"origin\" (the connection that started the work)."), jen.Id("Delivery").String(),
+		jen.Comment("Session is true for session signals: they carry sessionId."), jen.Id("Session").Bool(),
+		jen.Comment("Scopes are the token scopes that may receive the signal; a scope that includes one"), jen.Comment("of them receives it too (see Receives)."), jen.Id("Scopes").Index().Id("Scope"),
+		jen.Comment("Delivery says which of the permitted connections receive it."), jen.Id("Delivery").Id("Delivery"),
+		jen.Comment("Ephemeral marks a passing state (progress, presence, drafts): never numbered or logged."), jen.Id("Ephemeral").Bool(),
+		jen.Comment("Sequenced is true when the signal carries $seq and enters the replay log: a session"), jen.Comment("signal delivered to all, not ephemeral."), jen.Id("Sequenced").Bool(),
 		jen.Comment("Since is the protocol version the signal arrived in."), jen.Id("Since").Int(),
 	)
 	f.Comment("signalTable holds every signal kind in schema order.")

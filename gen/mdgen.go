@@ -59,10 +59,14 @@ func MarkdownFile(p *Protocol) []byte {
 			}
 		}
 	}
-	w("## Signals\n\nThe server pushes `ipc.signal` notifications whose params are the signal, `kind` first. A session signal also carries `$seq`, its number in that session (from 1, without gaps, within one server process; `signalEpoch` in the hello result names the process).\n\n")
-	w("| kind | session | delivery | since | summary |\n|---|---|---|---|---|\n")
+	w("## Signals\n\nThe server pushes `ipc.signal` notifications whose params are the signal, `kind` first. Each signal reaches only connections whose token scope is, or includes, one of its **scopes**, and of those the ones its **delivery** names: `all` (every one), `origin` (only the connection that started the work), `others` (every one but the connection that caused it), `watchers` (only connections that watch the signal's subject). A **sequenced** signal (a session signal delivered to `all`, not ephemeral) also carries `$seq`, its number in that session (from 1, without gaps, within one server process; `signalEpoch` in the hello result names the process), and enters the replay log of `sessions.resume`; the others carry no `$seq`.\n\n")
+	w("| kind | session | scopes | delivery | $seq | since | summary |\n|---|---|---|---|---|---|---|\n")
 	for _, s := range p.Signals {
-		w("| [`%s`](#%s) | %s | %s | %d | %s |\n", s.Kind, anchor("signal "+s.Kind), yesNo(s.Session), s.Delivery, s.Since, s.Summary)
+		seq := yesNo(s.Sequenced())
+		if s.Ephemeral {
+			seq += " (ephemeral)"
+		}
+		w("| [`%s`](#%s) | %s | %s | %s | %s | %d | %s |\n", s.Kind, anchor("signal "+s.Kind), yesNo(s.Session), strings.Join(s.Scopes, ", "), s.Delivery, seq, s.Since, s.Summary)
 	}
 	w("\n")
 	for _, s := range p.Signals {

@@ -78,9 +78,18 @@ type Signal struct {
 	Deprecated                        string
 	Experimental                      bool
 	Session                           bool
-	Delivery                          string
-	Type                              *Type
+	// Scopes are the token scopes that may receive the signal (a scope that includes one of them
+	// receives it too); Delivery is all, origin, others or watchers; Ephemeral marks a passing
+	// state. See docs/schema-guide.md "Signals and their audience".
+	Scopes    []string
+	Delivery  string
+	Ephemeral bool
+	Type      *Type
 }
+
+// Sequenced reports whether the signal carries $seq and enters the replay log: a session signal
+// delivered to all, not ephemeral.
+func (s *Signal) Sequenced() bool { return s.Session && s.Delivery == "all" && !s.Ephemeral }
 
 // ErrorDef is one entry of the errors registry.
 type ErrorDef struct {

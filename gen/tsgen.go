@@ -93,19 +93,23 @@ func TSFile(p *Protocol) []byte {
 	}
 	w("}\n\n")
 	w("/** A signal's kind. */\nexport type SignalKind = keyof SignalMap\n\n")
-	w("/** The kinds of session signals: they carry sessionId and, on the wire, $seq. */\nexport type SessionSignalKind =")
-	n := 0
-	for _, s := range p.Signals {
-		if s.Session {
-			w(" | %q", s.Kind)
-			n++
+	kinds := func(doc string, keep func(*Signal) bool) {
+		w("%s =", doc)
+		n := 0
+		for _, s := range p.Signals {
+			if keep(s) {
+				w(" | %q", s.Kind)
+				n++
+			}
 		}
+		if n == 0 {
+			w(" never")
+		}
+		w("\n\n")
 	}
-	if n == 0 {
-		w(" never")
-	}
-	w("\n\n")
-	w("/** A signal as it arrives in ipc.signal params: session signals carry $seq, their number in the session (from 1, without gaps, within one server process). */\n")
+	kinds("/** The kinds of session signals: they carry sessionId. */\nexport type SessionSignalKind", func(s *Signal) bool { return s.Session })
+	kinds("/** The kinds of sequenced signals (session signals delivered to all, not ephemeral): they carry $seq on the wire and enter the replay log. */\nexport type SequencedSignalKind", (*Signal).Sequenced)
+	w("/** A signal as it arrives in ipc.signal params: sequenced signals carry $seq, their number in the session (from 1, without gaps, within one server process). */\n")
 	w("export type WireSignal = Signal & { $seq?: number }\n\n")
 
 	// JSON-RPC envelopes.

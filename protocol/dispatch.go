@@ -48,12 +48,7 @@ func MethodsFor(s Scope) []string {
 
 // LookupSignal returns the spec of a signal kind, or nil.
 func LookupSignal(kind string) *SignalSpec {
-	for _, s := range signalTable {
-		if s.Kind == kind {
-			return s
-		}
-	}
-	return nil
+	return signalIndex()[kind]
 }
 
 // Signals returns every signal spec in schema order. The slice is shared: do not modify it.

@@ -19,7 +19,7 @@ var _ agent.Reporter = agentReporter{}
 // Publish implements agent.Reporter; origin is the *conn that sent the prompt, or nil.
 func (a agentReporter) Publish(sig protocol.Signal, origin agent.Origin) error {
 	c, _ := origin.(*conn)
-	_, err := a.s.hub.publish(sig, c)
+	_, err := a.s.hub.publish(sig, c, "")
 	return err
 }
 
@@ -78,5 +78,5 @@ func (s *Server) publishPresence() {
 	for _, id := range ids {
 		ps = append(ps, protocol.SessionPresence{SessionID: id, Running: running[id], Windows: windows[id], Attention: waiting[id]})
 	}
-	s.hub.publish(&protocol.PresenceChangedSignal{Sessions: ps}, nil)
+	s.hub.publish(&protocol.PresenceChangedSignal{Sessions: ps}, nil, "")
 }

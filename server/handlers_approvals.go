@@ -98,7 +98,7 @@ func (h approvalsHandler) SetMode(ctx context.Context, p *protocol.ApprovalsSetM
 	if err := h.s.store.SetApprovalMode(ctx, p.SessionID, string(p.Mode), actor); err != nil {
 		return nil, storeErr(err, "")
 	}
-	h.s.hub.publish(&protocol.ApprovalModeSignal{SessionID: p.SessionID, Mode: p.Mode, By: &actor}, connFrom(ctx))
+	h.s.hub.publish(&protocol.ApprovalModeSignal{SessionID: p.SessionID, Mode: p.Mode, By: &actor}, connFrom(ctx), "")
 	return &protocol.ApprovalsSetModeResult{Mode: p.Mode}, nil
 }
 

@@ -421,7 +421,7 @@ func (s *Server) runClone(ctx context.Context, job *cloneJob, src, dest string) 
 		job.cancel()
 	}()
 	publish := func(sig *protocol.GitCloneProgressSignal) {
-		if _, err := s.hub.publish(sig, job.origin); err != nil {
+		if _, err := s.hub.publish(sig, job.origin, ""); err != nil {
 			s.log.Warn("clone progress not sent", "err", err)
 		}
 	}

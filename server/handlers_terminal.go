@@ -107,7 +107,7 @@ func (h terminalHandler) Start(ctx context.Context, p *protocol.TerminalStartPar
 		if !c.waitRoom(c.ctx) {
 			return
 		}
-		if _, err := s.hub.publish(&protocol.WorkspaceExecDataSignal{TerminalID: job.id, Data: data}, c); err != nil {
+		if _, err := s.hub.publish(&protocol.WorkspaceExecDataSignal{TerminalID: job.id, Data: data}, c, ""); err != nil {
 			s.log.Warn("terminal output not sent", "err", err)
 		}
 	}
@@ -122,7 +122,7 @@ func (h terminalHandler) Start(ctx context.Context, p *protocol.TerminalStartPar
 		} else {
 			sig.ExitCode = ptr(e.Code)
 		}
-		if _, err := s.hub.publish(sig, c); err != nil {
+		if _, err := s.hub.publish(sig, c, ""); err != nil {
 			s.log.Warn("terminal exit not sent", "err", err)
 		}
 		c.log.Info("terminal ended", "terminal", job.id, "code", e.Code, "signal", e.Signal)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"github.com/zidane-server/zidane/protocol"
 )
@@ -39,6 +40,13 @@ type logEntry struct {
 }
 
 type sessionLog struct {
+	// order is held from a signal's $seq assignment until it is queued on every recipient, so a
+	// session's signals reach each connection in $seq order (field case B17) while other
+	// sessions publish in parallel. Every signal of the session takes it, numbered or not, so
+	// one publisher's signals keep their order too.
+	order sync.Mutex
+
+	// The rest is guarded by hub.mu.
 	id      string
 	lastSeq int64
 	entries []logEntry // oldest first
@@ -46,17 +54,27 @@ type sessionLog struct {
 	tick    uint64 // last write, for least-recently-written eviction
 }
 
-// hub numbers session signals, keeps the replay log and fans frames out to connections.
-// One mutex covers "assign $seq → log → enqueue on every connection", so every connection's
-// wire order equals $seq order (field case B17).
+// hub numbers sequenced signals, keeps the replay log and fans frames out to the connections
+// each signal's audience (protocol.SignalSpec: Scopes, Delivery) allows. It has no code per
+// signal kind: the generated signal table decides (docs/schema-guide.md "Signals and their
+// audience").
+//
+// Locks: mu guards the logs, the watch lists and the connection list; it is never held while
+// frames are queued. A session's signals are ordered by that session's sessionLog.order, the
+// signals without a session by plain. Enqueueing never blocks (a full queue closes the slow
+// connection), so holding an order lock during fan-out delays only that session's publishers.
 type hub struct {
-	mu     sync.Mutex
-	epoch  string
-	limits ReplayLimits
-	logs   map[string]*sessionLog
-	total  int
-	tick   uint64
-	conns  map[*conn]struct{}
+	mu       sync.Mutex
+	epoch    string
+	limits   ReplayLimits
+	logs     map[string]*sessionLog
+	total    int
+	tick     uint64
+	conns    map[*conn]struct{}
+	list     atomic.Pointer[[]*conn]       // conns as a slice, replaced (never mutated) under mu
+	watchers map[string]map[*conn]struct{} // watch key → connections
+	watching map[*conn]map[string]struct{} // connection → its watch keys
+	plain    sync.Mutex                    // orders signals without a session
 
 	maxFrame  int                // the message limit: a larger signal is refused, never sent
 	published interface{ Inc() } // the metrics counter, when set
@@ -67,25 +85,105 @@ var errSignalTooLarge = errors.New("signal exceeds the message limit")
 
 func newHub(epoch string, limits ReplayLimits, maxFrame int) *hub {
 	limits.defaults()
-	return &hub{epoch: epoch, limits: limits, logs: map[string]*sessionLog{}, conns: map[*conn]struct{}{}, maxFrame: maxFrame}
+	h := &hub{epoch: epoch, limits: limits, logs: map[string]*sessionLog{}, conns: map[*conn]struct{}{},
+		watchers: map[string]map[*conn]struct{}{}, watching: map[*conn]map[string]struct{}{}, maxFrame: maxFrame}
+	h.list.Store(&[]*conn{})
+	return h
 }
 
+// add makes c a recipient (after its handshake: nothing is pushed before ipc.hello, B33).
 func (h *hub) add(c *conn) {
 	h.mu.Lock()
 	h.conns[c] = struct{}{}
+	h.relist()
 	h.mu.Unlock()
 }
 
+// remove drops c and its watches.
 func (h *hub) remove(c *conn) {
 	h.mu.Lock()
 	delete(h.conns, c)
+	for k := range h.watching[c] {
+		h.unwatchLocked(c, k)
+	}
+	h.relist()
 	h.mu.Unlock()
 }
 
-// publish sends a signal to every connection that completed the handshake (or only to origin,
-// when the schema says delivery "origin"). Session signals get the next $seq of their session and
-// go into the replay log. It returns the $seq (0 for signals without a session).
-func (h *hub) publish(sig protocol.Signal, origin *conn) (int64, error) {
+// relist publishes a fresh slice of the connections; callers hold mu.
+func (h *hub) relist() {
+	l := make([]*conn, 0, len(h.conns))
+	for c := range h.conns {
+		l = append(l, c)
+	}
+	h.list.Store(&l)
+}
+
+// watch subscribes c to the "watchers" signals published with key (for instance a repository's
+// git:refs). Watching a key twice is one watch. A connection's watches end with it.
+func (h *hub) watch(c *conn, key string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, ok := h.conns[c]; !ok {
+		return // not (or no longer) a recipient
+	}
+	if h.watchers[key] == nil {
+		h.watchers[key] = map[*conn]struct{}{}
+	}
+	h.watchers[key][c] = struct{}{}
+	if h.watching[c] == nil {
+		h.watching[c] = map[string]struct{}{}
+	}
+	h.watching[c][key] = struct{}{}
+}
+
+// unwatch ends c's watch of key; a key it does not watch is a no-op.
+func (h *hub) unwatch(c *conn, key string) {
+	h.mu.Lock()
+	h.unwatchLocked(c, key)
+	h.mu.Unlock()
+}
+
+func (h *hub) unwatchLocked(c *conn, key string) {
+	if w := h.watchers[key]; w != nil {
+		delete(w, c)
+		if len(w) == 0 {
+			delete(h.watchers, key)
+		}
+	}
+	if w := h.watching[c]; w != nil {
+		delete(w, key)
+		if len(w) == 0 {
+			delete(h.watching, c)
+		}
+	}
+}
+
+// watchCount is how many connections watch key.
+func (h *hub) watchCount(key string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.watchers[key])
+}
+
+// publish sends sig to the connections its audience allows (protocol.SignalSpec of its kind):
+// those that completed the handshake with a token whose scope Receives it, narrowed by its
+// Delivery: all of them; only from (origin); all but from (others); or only those that watch
+// watchKey (watchers; watchKey is ignored otherwise). from is the connection that started or
+// caused the work, or nil (then origin reaches nobody and others reaches everyone).
+//
+// A Sequenced signal gets the next $seq of its session and enters the replay log, also when no
+// connection receives it now; publish returns that $seq (0 for other signals). A signal is
+// encoded once and its frame shared by every recipient. Errors: an unknown kind, a watchers
+// signal without a key, a frame over the message limit (errSignalTooLarge); nothing is sent then.
+func (h *hub) publish(sig protocol.Signal, from *conn, watchKey string) (int64, error) {
+	spec := protocol.LookupSignal(sig.SignalKind())
+	if spec == nil {
+		return 0, fmt.Errorf("signal kind %q is not in the schema", sig.SignalKind())
+	}
+	if spec.Delivery == protocol.DeliveryWatchers && watchKey == "" {
+		return 0, fmt.Errorf("signal %q is delivered to watchers: publish it with a watch key", spec.Kind)
+	}
 	body, err := protocol.Marshal(sig)
 	if err != nil {
 		return 0, err
@@ -93,20 +191,28 @@ func (h *hub) publish(sig protocol.Signal, origin *conn) (int64, error) {
 	if h.maxFrame > 0 && len(body)+96 > h.maxFrame { // 96: the envelope and "$seq"
 		return 0, fmt.Errorf("%w: %d bytes", errSignalTooLarge, len(body))
 	}
-	spec := protocol.LookupSignal(sig.SignalKind())
 	if h.published != nil {
 		h.published.Inc()
 	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	var seq int64
-	var frame []byte
-	if ss, ok := sig.(interface{ SessionKey() string }); ok && spec != nil && spec.Session {
-		lg := h.logs[ss.SessionKey()]
+	var order *sync.Mutex
+	var lg *sessionLog
+	if ss, ok := sig.(interface{ SessionKey() string }); ok && spec.Session {
+		h.mu.Lock()
+		lg = h.logs[ss.SessionKey()]
 		if lg == nil {
 			lg = &sessionLog{id: ss.SessionKey()}
 			h.logs[lg.id] = lg
 		}
+		h.mu.Unlock()
+		order = &lg.order
+	} else {
+		order = &h.plain
+	}
+	order.Lock()
+	defer order.Unlock()
+	var seq int64
+	if spec.Sequenced && lg != nil {
+		h.mu.Lock()
 		lg.lastSeq++
 		seq = lg.lastSeq
 		h.tick++
@@ -115,20 +221,45 @@ func (h *hub) publish(sig protocol.Signal, origin *conn) (int64, error) {
 		lg.bytes += len(body)
 		h.total += len(body)
 		h.trim(lg)
-		frame = signalFrame(body, seq)
-	} else {
-		frame = signalFrame(body, 0)
+		h.mu.Unlock()
 	}
-	if spec != nil && spec.Delivery == "origin" {
-		if origin != nil {
-			origin.sendSignal(frame)
-		}
-		return seq, nil
-	}
-	for c := range h.conns {
-		c.sendSignal(frame)
-	}
+	frame := signalFrame(body, seq)
+	h.deliver(spec, from, watchKey, frame)
 	return seq, nil
+}
+
+// deliver queues frame on every connection spec's audience allows.
+func (h *hub) deliver(spec *protocol.SignalSpec, from *conn, watchKey string, frame []byte) {
+	switch spec.Delivery {
+	case protocol.DeliveryOrigin:
+		if from == nil || !spec.Receives(from.scope) {
+			return
+		}
+		h.mu.Lock()
+		_, in := h.conns[from]
+		h.mu.Unlock()
+		if in {
+			from.sendSignal(frame)
+		}
+	case protocol.DeliveryWatchers:
+		h.mu.Lock()
+		out := make([]*conn, 0, len(h.watchers[watchKey]))
+		for c := range h.watchers[watchKey] {
+			if spec.Receives(c.scope) {
+				out = append(out, c)
+			}
+		}
+		h.mu.Unlock()
+		for _, c := range out {
+			c.sendSignal(frame)
+		}
+	case protocol.DeliveryAll, protocol.DeliveryOthers:
+		for _, c := range *h.list.Load() {
+			if spec.Receives(c.scope) && (spec.Delivery == protocol.DeliveryAll || c != from) {
+				c.sendSignal(frame)
+			}
+		}
+	}
 }
 
 // trim enforces the per-session and total limits; callers hold h.mu.

@@ -13,8 +13,8 @@ func benchConns(n int) (*hub, []*conn) {
 	h := newHub("epoch", srv.cfg.Limits.Replay, int(srv.cfg.Limits.MaxMessageBytes))
 	var cs []*conn
 	for i := 0; i < n; i++ {
-		c := &conn{srv: srv, qwake: make(chan struct{}, 1)}
-		h.conns[c] = struct{}{}
+		c := &conn{srv: srv, scope: protocol.ScopeChat, qwake: make(chan struct{}, 1)}
+		h.add(c)
 		cs = append(cs, c)
 	}
 	return h, cs
@@ -36,7 +36,7 @@ func BenchmarkPublish(b *testing.B) {
 		h, cs := benchConns(100)
 		b.ReportAllocs()
 		for i := 0; b.Loop(); i++ {
-			if _, err := h.publish(sig, nil); err != nil {
+			if _, err := h.publish(sig, nil, ""); err != nil {
 				b.Fatal(err)
 			}
 			if i%64 == 0 {

@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -67,8 +68,22 @@ func explain(t target, err error) string {
 	return err.Error()
 }
 
+// lockedWriter serializes writes: the connection's state notes and the cancel write to stderr
+// from their own goroutines.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(b)
+}
+
 // runPrompt sends the prompt and prints its run; it returns the exit code.
 func runPrompt(o promptOptions, stdout, stderr io.Writer) int {
+	stderr = &lockedWriter{w: stderr}
 	t, code := resolveTarget(o, stderr)
 	if code != exitOK {
 		return code
@@ -161,8 +176,16 @@ func runPrompt(o promptOptions, stdout, stderr io.Writer) int {
 	}
 	close(setupDone)
 	<-watcherDone
+	var lost *client.ConnectionLostError
+	var startDeadline <-chan time.Time
+	if errors.As(err, &lost) && o.sessionID == "" && setupCtx.Err() == nil {
+		// The prompt may or may not have reached the server. In the session the CLI just
+		// created every run is its own: the resume shows its run:start if it started.
+		fmt.Fprintln(stderr, "zidane: the connection dropped while sending the prompt; waiting to see whether the server started it")
+		res, err = &protocol.ChatSendResult{}, nil
+		startDeadline = time.After(unknownStartWait)
+	}
 	if err != nil {
-		closeClient = false
 		return setupFailed(setupCtx, ctx, t, stderr, "send", err)
 	}
 	p := &printer{out: stdout, stderr: stderr, sid: sid, runID: res.RunID, prompt: o.prompt, asJSON: o.asJSON, newSession: o.sessionID == ""}
@@ -175,7 +198,7 @@ func runPrompt(o promptOptions, stdout, stderr io.Writer) int {
 		cancelling = true
 		p.cancelling = true
 		cancelDeadline = time.After(o.cancelWait)
-		go sendCancel(c, sid, res.RunID, o.cancelWait, stderr)
+		go sendCancel(c, sid, p.runID, o.cancelWait, stderr)
 	}
 	if early.Load() {
 		startCancel()
@@ -202,6 +225,11 @@ func runPrompt(o promptOptions, stdout, stderr io.Writer) int {
 			}
 			fmt.Fprintf(stderr, "\nzidane: cancelling the run (Ctrl-C again to exit at once)…\n")
 			startCancel()
+		case <-startDeadline:
+			if p.runID == "" {
+				fmt.Fprintf(stderr, "zidane: the prompt did not start within %s of the dropped connection; it may not have reached the server: send it again\n", unknownStartWait)
+				return exitFailed
+			}
 		case <-cancelDeadline:
 			fmt.Fprintf(stderr, "zidane: the run did not end within %s of the cancel; exiting\n", o.cancelWait)
 			return exitInterrupted
@@ -221,12 +249,20 @@ func setupFailed(setupCtx, ctx context.Context, t target, stderr io.Writer, what
 	return exitFailed
 }
 
-// sendCancel asks the server to stop the run, waiting for a connection if it is down.
+// unknownStartWait bounds the wait for the run:start of a prompt whose chat.send lost its answer.
+const unknownStartWait = 15 * time.Second
+
+// sendCancel asks the server to stop the run (runID "": the session's running prompt), waiting
+// for a connection if it is down.
 func sendCancel(c *client.Client, sid, runID string, wait time.Duration, stderr io.Writer) {
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
+	params := &protocol.ChatCancelParams{SessionID: sid}
+	if runID != "" {
+		params.RunID = &runID
+	}
 	for {
-		_, err := c.ChatCancel(ctx, &protocol.ChatCancelParams{SessionID: sid, RunID: &runID})
+		_, err := c.ChatCancel(ctx, params)
 		if err == nil || ctx.Err() != nil {
 			return
 		}
@@ -269,6 +305,9 @@ func (p *printer) take(ev client.SignalEvent) (done bool, code int) {
 		RunID string `json:"runId"`
 	}
 	_ = json.Unmarshal(ev.Raw, &head)
+	if _, start := ev.Signal.(*protocol.RunStartSignal); start && p.runID == "" && p.newSession {
+		p.runID = head.RunID // the chat.send answer was lost: the session's first run is the CLI's
+	}
 	if head.RunID != "" && head.RunID != p.runID {
 		return false, 0 // another run of the session
 	}

@@ -57,6 +57,15 @@ async function freePort(): Promise<number> {
   return port
 }
 
+/** A fake server behind a cut proxy, both closed when the test ends. */
+async function rig(t: { after(fn: () => unknown): void }): Promise<{ fs: FakeServer; cp: CutProxy }> {
+  const fs = await FakeServer.start()
+  t.after(() => fs.close())
+  const cp = await CutProxy.start(fs.port)
+  t.after(() => cp.close())
+  return { fs, cp }
+}
+
 /** A FS whose sessions.resume answers from a per-session log: every signal after afterSeq. */
 function serveLog(fs: FakeServer, log: Map<string, WireSignal[]>) {
   fs.handlers['sessions.resume'] = (req: Req) => {
@@ -146,10 +155,7 @@ test('C01 close() wins over every pending reconnect', async (t) => {
 })
 
 test('C02 connect timeout aborts cleanly and the retries go on with backoff', async (t) => {
-  const fs = await FakeServer.start()
-  t.after(() => fs.close())
-  const cp = await CutProxy.start(fs.port)
-  t.after(() => cp.close())
+  const { fs, cp } = await rig(t)
   cp.stall()
   const clock = new FakeClock()
   const errors: Error[] = []
@@ -180,10 +186,7 @@ test('C02 connect timeout aborts cleanly and the retries go on with backoff', as
 })
 
 test('C03 at most one socket at a time', async (t) => {
-  const fs = await FakeServer.start()
-  t.after(() => fs.close())
-  const cp = await CutProxy.start(fs.port)
-  t.after(() => cp.close())
+  const { fs, cp } = await rig(t)
   // (a) 502: one new attempt per failed attempt.
   cp.respond(502)
   const clock = new FakeClock()
@@ -232,10 +235,7 @@ test('C03 at most one socket at a time', async (t) => {
 })
 
 test('C03 host.refresh() during the backoff starts the attempt early, never a second socket', async (t) => {
-  const fs = await FakeServer.start()
-  t.after(() => fs.close())
-  const cp = await CutProxy.start(fs.port)
-  t.after(() => cp.close())
+  const { fs, cp } = await rig(t)
   fs.handlers['sessions.list'] = () => ({ sessions: [] })
   const clock = new FakeClock()
   const client = mk(cp.url, { clock })
@@ -318,10 +318,7 @@ test('C05 backoff resets after a real success, and only then', async (t) => {
 })
 
 test('C06 a call is never replayed after a reconnect', async (t) => {
-  const fs = await FakeServer.start()
-  t.after(() => fs.close())
-  const cp = await CutProxy.start(fs.port)
-  t.after(() => cp.close())
+  const { fs, cp } = await rig(t)
   const clock = new FakeClock()
   const c = mk(cp.url, { clock })
   t.after(() => c.close())
@@ -345,11 +342,23 @@ test('C06 a call is never replayed after a reconnect', async (t) => {
   assert.equal(fs.requests('chat.send').length, 1, 'the server saw one chat.send')
 })
 
+test('reconnect: false closes the client at the first drop, with the drop as its error', async (t) => {
+  const { fs, cp } = await rig(t)
+  const clock = new FakeClock()
+  const c = mk(cp.url, { clock, reconnect: false })
+  await c.ready
+  cp.rst()
+  await until(() => c.connection.get().status === 'closed')
+  const s = c.connection.get()
+  assert.ok(s.status === 'closed' && s.error instanceof ConnectionDroppedError)
+  await clock.advance(60_000)
+  assert.equal(fs.conns.length, 1)
+  await assert.rejects(c.call('sessions.list', {}), ConnectionDroppedError)
+  c.close()
+})
+
 test('C07 handlers and sockets do not multiply across reconnects', async (t) => {
-  const fs = await FakeServer.start()
-  t.after(() => fs.close())
-  const cp = await CutProxy.start(fs.port)
-  t.after(() => cp.close())
+  const { fs, cp } = await rig(t)
   const c = mk(cp.url, { reconnect: { initialMs: 5, maxMs: 10 } })
   t.after(() => c.close())
   const seen = states(c)
@@ -374,10 +383,7 @@ test('C07 handlers and sockets do not multiply across reconnects', async (t) => 
 })
 
 test('C08 every pending call settles on close, including ones queued before open', async (t) => {
-  const fs = await FakeServer.start()
-  t.after(() => fs.close())
-  const cp = await CutProxy.start(fs.port)
-  t.after(() => cp.close())
+  const { fs, cp } = await rig(t)
   // Queued before hello, then close(): ClosedError, and ready rejects.
   cp.stall()
   const c = mk(cp.url)
@@ -411,10 +417,7 @@ test('C08 every pending call settles on close, including ones queued before open
 })
 
 test('C09 a half-open socket is detected by the heartbeat and dropped without the close handshake', async (t) => {
-  const fs = await FakeServer.start()
-  t.after(() => fs.close())
-  const cp = await CutProxy.start(fs.port)
-  t.after(() => cp.close())
+  const { fs, cp } = await rig(t)
   const log = new Map<string, WireSignal[]>([[A, []]])
   serveLog(fs, log)
   const emit = (seq: number) => {
@@ -494,10 +497,7 @@ test('C10 a page that becomes visible after 10 minutes hidden pings at once and 
 })
 
 test('C11 a refused token stops the retries (Node: the status; browser: the token check)', async (t) => {
-  const fs = await FakeServer.start()
-  t.after(() => fs.close())
-  const cp = await CutProxy.start(fs.port)
-  t.after(() => cp.close())
+  const { fs, cp } = await rig(t)
   for (const [status, type, terminal] of [
     [401, TokenRefusedError, 'unauthorized'],
     [403, ForbiddenError, 'forbidden'],
@@ -645,10 +645,7 @@ test('C13 another hostId at the URL stops the client: no resume, no reload', asy
 })
 
 async function resumeScenario(t: { after(fn: () => unknown): void }, script: (req: Req, round: number) => unknown) {
-  const fs = await FakeServer.start()
-  t.after(() => fs.close())
-  const cp = await CutProxy.start(fs.port)
-  t.after(() => cp.close())
+  const { fs, cp } = await rig(t)
   const c = mk(cp.url, { reconnect: { initialMs: 5, maxMs: 10 } })
   t.after(() => c.close())
   const delivered: Array<[string, number]> = []
@@ -710,10 +707,7 @@ test('C14 live signals during the replay are held, then applied exactly once', a
 })
 
 test('C15 the cursor survives a drop that brought nothing new', async (t) => {
-  const fs = await FakeServer.start()
-  t.after(() => fs.close())
-  const cp = await CutProxy.start(fs.port)
-  t.after(() => cp.close())
+  const { fs, cp } = await rig(t)
   const c = mk(cp.url, { reconnect: { initialMs: 5, maxMs: 10 } })
   t.after(() => c.close())
   const got: number[] = []
@@ -738,10 +732,7 @@ test('C15 the cursor survives a drop that brought nothing new', async (t) => {
 })
 
 test('C18 a dead connection’s replay stops, and the cursor never moves backward', async (t) => {
-  const fs = await FakeServer.start()
-  t.after(() => fs.close())
-  const cp = await CutProxy.start(fs.port)
-  t.after(() => cp.close())
+  const { fs, cp } = await rig(t)
   const log = new Map<string, WireSignal[]>([[A, []]])
   for (let i = 1; i <= 200; i++) log.get(A)!.push(md(A, i))
   serveLog(fs, log)
@@ -767,10 +758,7 @@ test('C18 a dead connection’s replay stops, and the cursor never moves backwar
 })
 
 test('C19 epoch and gap reload; held live signals above the loadEvents watermark are applied once', async (t) => {
-  const fs = await FakeServer.start()
-  t.after(() => fs.close())
-  const cp = await CutProxy.start(fs.port)
-  t.after(() => cp.close())
+  const { fs, cp } = await rig(t)
   const c = mk(cp.url, { reconnect: { initialMs: 5, maxMs: 10 } })
   t.after(() => c.close())
   const got: number[] = []
@@ -813,10 +801,7 @@ test('C19 epoch and gap reload; held live signals above the loadEvents watermark
 })
 
 test('C31 reconnect storm: one socket at a time, hello first, one resume per session per connection, nothing lost', async (t) => {
-  const fs = await FakeServer.start()
-  t.after(() => fs.close())
-  const cp = await CutProxy.start(fs.port)
-  t.after(() => cp.close())
+  const { fs, cp } = await rig(t)
   const log = new Map<string, WireSignal[]>([
     [A, []],
     [B, []],

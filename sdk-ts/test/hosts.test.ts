@@ -6,7 +6,7 @@ import { Worker } from 'node:worker_threads'
 import { WebSocket } from 'ws'
 import { createRunHost, createServerApprovalsHost, createServerHost, createWorkerHost, type ChatHost, type RunHost } from '../src/adapters/index.js'
 import { ClosedError, HostGoneError, WorkerVersionError, createServerClient, type WebSocketConstructor } from '../src/client/index.js'
-import { FakeServer } from './helpers/fake-server.js'
+import { FakeServer, NO_ANSWER } from './helpers/fake-server.js'
 import type { StreamEvent } from '../src/index.js'
 import { until } from './helpers/clock.js'
 
@@ -237,4 +237,18 @@ test('createServerHost: questions from interactions.list and interaction signals
   await until(() => host.interactions.get().length === 1)
   fs.pushAll({ kind: 'interaction:resolved', sessionId: 'S', runId: 'r', requestId: 'q3', resolution: 'withdrawn', $seq: 3 })
   await until(() => host.interactions.get().length === 0)
+
+  // open() of a session the server cannot read fails (and can be tried again); then it loads.
+  let known = false
+  fs.handlers['sessions.loadEvents'] = (r) => {
+    if (!known) {
+      r.conn.error(r.id, -32014, 'Session "S2" not found.')
+      return NO_ANSWER
+    }
+    return { events: [{ kind: 'user-prompt', text: 'hi', turnId: 'u' }], start: 0, exact: true }
+  }
+  await assert.rejects(host.open('S2'), /not found/)
+  known = true
+  await host.open('S2')
+  assert.deepEqual(rows(host, 'S2'), ['user-prompt:hi'])
 })

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sort"
 	"sync"
 	"time"
@@ -124,8 +125,10 @@ func (g *Gate) RequestApproval(ctx context.Context, a ApprovalAsk, origin Origin
 		return o
 	case <-timer.C:
 		if g.take(req.RequestID) != nil {
-			_ = g.st.AppendAudit(context.Background(), "server", store.AuditApproval, req.SessionID,
-				fmt.Sprintf("expired %s (no answer in %s)", req.Summary, g.timeout))
+			detail := fmt.Sprintf("expired %s (no answer in %s)", req.Summary, g.timeout)
+			if err := g.st.AppendAudit(context.Background(), "server", store.AuditApproval, req.SessionID, detail); err != nil {
+				slog.Error("approval expiry not written to the audit log", "session", req.SessionID, "err", err)
+			}
 			g.resolved(p, protocol.ApprovalResolutionExpired, "")
 			return ApprovalOutcome{Resolution: protocol.ApprovalResolutionExpired}
 		}
@@ -213,8 +216,8 @@ func (g *Gate) Answer(ctx context.Context, sessionID, requestID string, decision
 		}
 	}
 	if err := g.st.AppendAudit(ctx, actor, store.AuditApproval, sessionID, detail); err != nil {
-		// Recorded or not, the person's answer is honoured.
-		_ = err
+		// Recorded or not, the person's answer is honoured; the operator learns of the gap.
+		slog.Error("approval decision not written to the audit log", "session", sessionID, "detail", detail, "err", err)
 	}
 	g.resolved(p, res, actor)
 	return out, nil

@@ -99,7 +99,11 @@ export function createServerHost(options: ServerHostOptions): ServerHost {
     const cur = opened.get(sessionId)
     if (cur) return cur.loaded
     let resolve!: () => void
-    const loaded = new Promise<void>((r) => (resolve = r))
+    let reject!: (e: Error) => void
+    const loaded = new Promise<void>((res, rej) => {
+      resolve = res
+      reject = rej
+    })
     const entry = { unfollow: () => {}, loaded, resolve }
     opened.set(sessionId, entry)
     if (fresh) {
@@ -107,7 +111,16 @@ export function createServerHost(options: ServerHostOptions): ServerHost {
       entry.unfollow = client.follow(sessionId, { fresh: true })
       resolve()
     } else {
-      entry.unfollow = client.follow(sessionId, { load: true })
+      entry.unfollow = client.follow(sessionId, {
+        load: true,
+        onLoad: (error) => {
+          if (!error) return resolve()
+          // An unknown session or a refused read: open() fails, and a later open() tries again.
+          entry.unfollow()
+          if (opened.get(sessionId) === entry) opened.delete(sessionId)
+          reject(error)
+        },
+      })
     }
     return loaded
   }

@@ -115,6 +115,8 @@ export interface FollowOptions {
   load?: boolean
   /** The brand-new session has no signals yet: start at $seq 0 of the current epoch. */
   fresh?: boolean
+  /** With load: called once the first load is applied, or with the error it failed with (it is tried again at the next connect). */
+  onLoad?: (error?: Error) => void
 }
 
 /** A reconnecting client of zidane-server. */
@@ -177,6 +179,7 @@ interface Followed {
   reloadAtRunEnd: boolean
   /** Load the transcript at the next hello instead of resuming. */
   needLoad: boolean
+  onLoad?: ((error?: Error) => void) | undefined
 }
 
 type Listener = { kind?: string; fn: (signal: WireSignal) => void }
@@ -725,7 +728,11 @@ export function createServerClient(options: ServerClientOptions): ServerClient {
     } catch (err) {
       if (g === gen) {
         f.busy = false
-        report(err instanceof Error ? err : new Error(String(err)))
+        const e = err instanceof Error ? err : new Error(String(err))
+        report(e)
+        const cb = f.onLoad
+        f.onLoad = undefined
+        cb?.(e)
       }
       return
     }
@@ -758,6 +765,9 @@ export function createServerClient(options: ServerClientOptions): ServerClient {
       if (held.length > 0 && !held.some((s) => s.kind === 'run:end')) f.reloadAtRunEnd = true
     }
     f.busy = false
+    const cb = f.onLoad
+    f.onLoad = undefined
+    cb?.()
   }
 
   // ---- the public object ---------------------------------------------------------------------------
@@ -816,6 +826,7 @@ export function createServerClient(options: ServerClientOptions): ServerClient {
       const entry = f
       if (opts.load) {
         entry.needLoad = true
+        entry.onLoad = opts.onLoad
         if (live) void load(entry, 'initial', gen) // else at the next hello
       }
       return () => {

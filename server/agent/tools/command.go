@@ -175,6 +175,9 @@ func (c *Command) SafelistKey() (key, why string) {
 		return "", prog + " runs whatever code its arguments or the project's files say"
 	}
 	if bad := disqualifyingArg(c.Argv); bad != "" {
+		if mentionsGitDir(bad) {
+			return "", "the command names a path inside .git (writes there ask every time)"
+		}
 		return "", "the option " + bad + " can make " + prog + " write elsewhere or run another program"
 	}
 	if !subcommandPrograms[prog] {
@@ -197,8 +200,15 @@ func (c *Command) Matches(entry string) bool {
 	return key != "" && key == entry
 }
 
-// disqualifyingArg returns the first argument that disqualifies argv, or "".
+// disqualifyingArg returns the first argument that disqualifies argv, or "": an option of the
+// program's list, or any argument naming a path inside a .git folder (a hook or a config line
+// planted there turns later safelisted git commands into code execution, R22).
 func disqualifyingArg(argv []string) string {
+	for _, a := range argv[1:] {
+		if mentionsGitDir(a) {
+			return a
+		}
+	}
 	for _, a := range argv[1:] {
 		if a == "--" {
 			break
@@ -210,4 +220,15 @@ func disqualifyingArg(argv []string) string {
 		}
 	}
 	return ""
+}
+
+// mentionsGitDir reports whether a (an argument, or an option's value after "=") has a path
+// component ".git".
+func mentionsGitDir(a string) bool {
+	for _, part := range strings.FieldsFunc(a, func(r rune) bool { return r == '/' || r == '=' || r == ':' || r == ',' }) {
+		if part == ".git" {
+			return true
+		}
+	}
+	return false
 }

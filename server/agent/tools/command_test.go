@@ -81,6 +81,15 @@ func TestRuntimeCase_R22_SafelistedProgramsOwnFlags(t *testing.T) {
 		assert.False(t, cmd.Matches("git grep"), line)
 	}
 	assert.True(t, ParseCommand("git diff --stat").Matches("git diff"))
+	// A safelisted program never matches when it names a path inside .git (a planted hook).
+	for _, line := range []string{"cp x .git/hooks/pre-commit", "tee sub/.git/config", "mv a .git", "cp --target-directory=.git/hooks x"} {
+		cmd := ParseCommand(line)
+		assert.False(t, cmd.Matches(cmd.Argv[0]), line)
+		key, why := cmd.SafelistKey()
+		assert.Empty(t, key, line)
+		assert.Contains(t, why, ".git", line)
+	}
+	assert.True(t, ParseCommand("cp a.gitignore b").Matches("cp"), ".gitignore is not .git")
 	for _, line := range []string{"find . -exec touch pwned ;", "find . -delete", "rg --pre ./x y"} {
 		key, _ := ParseCommand(line).SafelistKey()
 		assert.Empty(t, key, line)
