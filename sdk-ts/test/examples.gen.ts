@@ -466,6 +466,43 @@ export const signalRunStart = {
   }
 } satisfies SignalNotification & { params: { kind: "run:start" } }
 
+/** schema/examples/signal.session-updated.json */
+export const signalSessionUpdated = {
+  "jsonrpc": "2.0",
+  "method": "ipc.signal",
+  "params": {
+    "kind": "session:updated",
+    "sessionId": "7f6b2bc1-27b2-4052-a2b7-de05d2538178",
+    "session": {
+      "id": "7f6b2bc1-27b2-4052-a2b7-de05d2538178",
+      "title": "Say hello.",
+      "projectRoot": "/data/workspaces",
+      "cwd": "/data/workspaces",
+      "agentId": "build",
+      "status": "running",
+      "createdAt": 1791968973862,
+      "updatedAt": 1791968974012,
+      "archived": false,
+      "hostId": "08b260f9-090c-445b-957a-1b6f4822f245",
+      "model": "openai/gpt-4.1"
+    }
+  }
+} satisfies SignalNotification & { params: { kind: "session:updated" } }
+
+/** schema/examples/signal.stream-progress.json */
+export const signalStreamProgress = {
+  "jsonrpc": "2.0",
+  "method": "ipc.signal",
+  "params": {
+    "kind": "stream:progress",
+    "sessionId": "7f6b2bc1-27b2-4052-a2b7-de05d2538178",
+    "runId": "6f577015-ffbf-4204-ba81-320f71e76f46",
+    "turnId": "999068c5-c52b-4ccd-a936-682bea162657",
+    "tokens": 33,
+    "tokensPerSecond": 41.5
+  }
+} satisfies SignalNotification & { params: { kind: "stream:progress" } }
+
 /** schema/examples/signal.turn-end.json */
 export const signalTurnEnd = {
   "jsonrpc": "2.0",
@@ -537,6 +574,8 @@ export const examples: ReadonlyArray<readonly [file: string, message: unknown]> 
   ["signal.queue-changed.json", signalQueueChanged],
   ["signal.run-end.json", signalRunEnd],
   ["signal.run-start.json", signalRunStart],
+  ["signal.session-updated.json", signalSessionUpdated],
+  ["signal.stream-progress.json", signalStreamProgress],
   ["signal.turn-end.json", signalTurnEnd],
   ["signal.workspace-exec-data.json", signalWorkspaceExecData],
   ["signal.workspace-exec-exit.json", signalWorkspaceExecExit],

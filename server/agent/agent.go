@@ -125,6 +125,7 @@ type run struct {
 	ctx                   context.Context
 	cancel                context.CancelFunc
 	cancelled             bool      // stopped by Cancel (not by shutdown); guarded by Runtime.mu
+	ended                 bool      // its run:end is about to go out or went out; Runtime.mu
 	streaming             bool      // the provider still runs, so a cancel can stop it; Runtime.mu
 	queuedAt              time.Time // when it was queued as a follow-up (queue.list)
 }
@@ -421,6 +422,9 @@ func (r *Runtime) execute(ru *run) {
 	if serr != nil && !errors.Is(serr, store.ErrNotFound) {
 		r.log.Error("session status", "session", ru.sessionID, "err", serr)
 	}
+	r.mu.Lock()
+	ru.ended = true // a client that sees run:end may delete the session
+	r.mu.Unlock()
 	r.publish(end, ru)
 	if slot {
 		<-r.slots // held until run:end: the next run's model turn follows this one's end
@@ -583,9 +587,13 @@ func (r *Runtime) Forget(sessionID string) {
 	r.writer.forget(sessionID)
 }
 
-// IsRunning reports whether the session has a run (running, or about to start a follow-up).
+// IsRunning reports whether the session has a run that has not sent its run:end, queued
+// follow-ups, or dropped ones still to signal.
 func (r *Runtime) IsRunning(sessionID string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.active[sessionID] != nil || len(r.pending[sessionID]) > 0
+	if ru := r.active[sessionID]; ru != nil && !ru.ended {
+		return true
+	}
+	return len(r.pending[sessionID]) > 0 || len(r.dropped[sessionID]) > 0
 }
