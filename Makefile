@@ -19,7 +19,7 @@ check-generated:
 build:
 	$(GO) build -o bin/ ./cmd/zidane-server ./cmd/zidane
 
-## run: build and start the server on its embedded default (a managed local Postgres); MODEL=provider/model sets the default model
+## run: build and start the server on its embedded default (a managed local Postgres); MODEL=provider/model picks the model
 run: build
 	@scripts/bootstrap.sh --server
 	bin/zidane-server start --listen $(LISTEN) $(if $(MODEL),--model $(MODEL))

@@ -454,3 +454,42 @@ func TestGitSyncFastForwardsAndPushesInsideTheRoots(t *testing.T) {
 	e = admin.callErr("git.sync", map[string]any{"cwd": src})
 	assert.Contains(t, e.Message, "no upstream")
 }
+
+// TestGitWatchRefsFromAnotherProcess: a watching connection gets git:refs after a commit made by
+// another process (coalesced into one), a connection that does not watch gets none, and after
+// git.unwatch no more arrive.
+func TestGitWatchRefsFromAnotherProcess(t *testing.T) {
+	s := startServer(t, serverOpts{dbURL: storetest.URL(t)})
+	dir := filepath.Join(s.opts.root, "watched")
+	makeRepo(t, dir)
+	a := dial(t, s, s.mintToken("watch-a", "chat"))
+	a.hello()
+	b := dial(t, s, s.mintToken("watch-b", "chat"))
+	b.hello()
+	var w protocol.GitWatchResult
+	a.result("git.watch", map[string]any{"cwd": dir}, &w)
+	assert.Equal(t, dir, w.Root)
+	require.NotNil(t, w.Head)
+	a.result("git.watch", map[string]any{"cwd": dir}, nil) // twice is one watch
+
+	writeFile(t, dir, "a.txt", "moved\n")
+	repoGit(t, dir, "commit", "-q", "-am", "by another process")
+	head := repoGit(t, dir, "rev-parse", "HEAD")
+	m := waitSignal(a, "git:refs", nil)
+	assert.Equal(t, dir, m["root"])
+	assert.Equal(t, "main", m["branch"])
+	assert.Equal(t, head, m["head"])
+	assert.Empty(t, signalsOf(a, 500*time.Millisecond, "git:refs"), "one commit, one git:refs")
+
+	repoGit(t, dir, "checkout", "-q", "-b", "topic")
+	m = waitSignal(a, "git:refs", nil)
+	assert.Equal(t, "topic", m["branch"])
+
+	b.result("$/ping", map[string]any{}, nil)
+	assert.Empty(t, signalsOf(b, 300*time.Millisecond, "git:refs"), "a connection that does not watch gets none")
+
+	var u protocol.GitUnwatchResult
+	a.result("git.unwatch", map[string]any{"cwd": filepath.Join(dir)}, &u)
+	repoGit(t, dir, "commit", "-q", "--allow-empty", "-m", "after unwatch")
+	assert.Empty(t, signalsOf(a, 800*time.Millisecond, "git:refs"), "none after git.unwatch")
+}

@@ -145,8 +145,10 @@ func (c *conn) handleFrame(data []byte) {
 			// A handshake nobody can read the answer of: ignored, never answered (B04, B12).
 			return
 		}
-		if !c.helloed.Load() || isHello(req) {
+		if !c.helloed.Load() || isHello(req) || req.IsNotification() {
 			// Until the handshake completes, frames run strictly in arrival order (field case B12).
+			// Notifications always do: they have no answer to match, so their effects must follow
+			// the order they were sent in (a draft's keystrokes: the last one wins).
 			c.answer(req)
 			return
 		}

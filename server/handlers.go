@@ -104,6 +104,9 @@ func (h ipcHandler) Hello(ctx context.Context, p *protocol.IPCHelloParams) (*pro
 	if h.s.cfg.ProjectTerminals {
 		res.ProjectTerminals = ptr(true)
 	}
+	if h.s.cfg.AllowCreateFolders {
+		res.CreateFolders = ptr(true)
+	}
 	app := ""
 	if p.AppVersion != nil {
 		app = *p.AppVersion

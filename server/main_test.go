@@ -1,11 +1,17 @@
 package server
 
 import (
+	"os"
 	"testing"
 
 	"github.com/zidane-server/zidane/server/store/storetest"
 )
 
 // TestMain runs the package's tests against the Postgres of DATABASE_URL, or a managed local
-// Postgres that storetest.Main stops at the end.
-func TestMain(m *testing.M) { storetest.Main(m) }
+// Postgres that storetest.Shutdown stops at the end; it removes the trees tests share.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	removeSharedTrees()
+	storetest.Shutdown()
+	os.Exit(code)
+}

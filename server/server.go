@@ -133,6 +133,9 @@ type Config struct {
 	// ProjectTerminals lets admin tokens run terminals in the workspace roots (the terminal group;
 	// hello's projectTerminals: true). Off by default: see docs/security.md.
 	ProjectTerminals bool
+	// AllowCreateFolders lets chat tokens create folders in the workspace roots (fs.createFolder;
+	// hello's createFolders). Off by default.
+	AllowCreateFolders bool
 	// TerminalPrepare, when set, changes each terminal's command before it starts: the hook
 	// through which terminals run under the operator's sandbox policy. An error refuses the start.
 	TerminalPrepare func(*exec.Cmd) error
@@ -165,10 +168,16 @@ type Server struct {
 
 	presencePending atomic.Bool // a coalesced presence:changed is scheduled
 
-	git   *gitx.Runner // every git call of the server (handlers_git.go)
-	gitMu sync.Mutex
+	media  *mediaTickets // GET /zidane/media tickets (media.go)
+	drafts *draftBook    // drafts in memory, written coalesced (handlers_state.go)
+	git    *gitx.Runner  // every git call of the server (handlers_git.go)
+	gitMu  sync.Mutex
 	// clones are the running clones by id (handlers_git.go).
 	clones map[string]*cloneJob
+	// refWatchers are the ref watchers by repository top, one per watched repository, and
+	// refWatching the connections that watch any (handlers_gitwatch.go); under gitMu.
+	refWatchers map[string]*gitx.RefWatcher
+	refWatching map[*conn]bool
 	// terms are the running terminals by id (handlers_terminal.go).
 	termMu sync.Mutex
 	terms  map[string]*termJob
@@ -237,6 +246,11 @@ func New(ctx context.Context, cfg Config, st *store.Store) (*Server, error) {
 	s.handlers = &handlers{s: s}
 	s.git = &gitx.Runner{Schemes: cfg.CloneSchemes}
 	s.clones = map[string]*cloneJob{}
+	s.media = newMediaTickets()
+	s.drafts = newDraftBook(st, s.log)
+	go s.drafts.run(base)
+	s.refWatchers = map[string]*gitx.RefWatcher{}
+	s.refWatching = map[*conn]bool{}
 	s.terms = map[string]*termJob{}
 	go st.ListenTokenRevocations(base, time.Second, s.closeTokenConns)
 	return s, nil
@@ -317,6 +331,9 @@ func (s *Server) track(c *conn, add bool) {
 		s.metrics.connections.Dec()
 	}
 	s.connsMu.Unlock()
+	if !add {
+		s.media.drop(c) // its media tickets end with it
+	}
 	if !add && c.viewing.Load() != nil && s.baseCtx.Err() == nil {
 		s.presenceSoon() // its window closed
 	}
@@ -350,6 +367,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.serveMetrics(w, r)
 	case r.URL.Path == "/zidane/pair":
 		s.servePair(w, r)
+	case r.URL.Path == "/zidane/media":
+		s.serveMedia(w, r)
 	case r.Method == http.MethodGet && r.URL.Path == "/protocol.json":
 		w.Header().Set("Content-Type", "application/schema+json")
 		w.Write(protocol.BundledSchema)
@@ -448,6 +467,10 @@ func (s *Server) Shutdown(ctx context.Context) {
 		}
 	}
 	s.stop()
+	select { // the drafts still in memory are written
+	case <-s.drafts.done:
+	case <-ctx.Done():
+	}
 	// Clones and terminals end with their connections: wait until their processes are gone
 	// and no half-made clone is left (bounded by ctx).
 	bg := make(chan struct{})

@@ -2,6 +2,9 @@ package server
 
 import (
 	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -49,4 +52,34 @@ func TestTerminalFlowControlKeepsTheConnection(t *testing.T) {
 	assert.Equal(t, 8000000, total, "every byte arrived")
 	r := c.result("$/ping", `{}`)
 	assert.NotNil(t, r["now"], "the connection is still open")
+}
+
+// TestGitWatchersReleased: one fsnotify watcher per watched repository, closed once no
+// connection watches it (after git.unwatch, or when the connection drops).
+func TestGitWatchersReleased(t *testing.T) {
+	e := newEnv(t, nil)
+	dir := e.srv.ws.Roots()[0]
+	for _, args := range [][]string{{"init", "-q", "-b", "main"}, {"commit", "-q", "--allow-empty", "-m", "x"}} {
+		cmd := exec.Command("git", args...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_AUTHOR_NAME=A", "GIT_AUTHOR_EMAIL=a@x", "GIT_COMMITTER_NAME=A", "GIT_COMMITTER_EMAIL=a@x")
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "%s", out)
+	}
+	watchers := func() int {
+		e.srv.gitMu.Lock()
+		defer e.srv.gitMu.Unlock()
+		return len(e.srv.refWatchers)
+	}
+	cwd := fmt.Sprintf(`{"cwd":%q}`, dir)
+	a, b := e.dial(), e.dial()
+	a.hello()
+	b.hello()
+	a.result("git.watch", cwd)
+	b.result("git.watch", cwd)
+	assert.Equal(t, 1, watchers(), "one watcher for one repository")
+	a.result("git.unwatch", cwd)
+	assert.Equal(t, 1, watchers(), "b still watches")
+	require.NoError(t, b.ws.CloseNow())
+	require.Eventually(t, func() bool { return watchers() == 0 }, 5*time.Second, 20*time.Millisecond, "the dropped connection's watch released the watcher")
 }

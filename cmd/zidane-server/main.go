@@ -34,7 +34,6 @@ import (
 	"github.com/zidane-server/zidane/protocol"
 	"github.com/zidane-server/zidane/server"
 	"github.com/zidane-server/zidane/server/agent"
-	"github.com/zidane-server/zidane/server/agent/provider/config"
 	"github.com/zidane-server/zidane/server/store"
 	"github.com/zidane-server/zidane/server/workspace/sandbox"
 )
@@ -156,11 +155,11 @@ func startCmd() *cobra.Command {
 	var stepDelay time.Duration
 	var unixSocket string
 	var limits server.Limits
-	var allowClone, projectTerminals bool
+	var allowClone, projectTerminals, allowCreateFolders bool
 	var terminalSandbox string
 	var cloneSchemes []string
 	var model, configPath string
-	var runLimits agent.Limits
+	var limitFlags agent.Limits
 	var approvalTimeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "start",
@@ -182,6 +181,11 @@ func startCmd() *cobra.Command {
 			if err := dataDirInUse(db.dataDir); err != nil {
 				return err
 			}
+			models, systemPrompt, runLimits, err := modelSettings(ctx, log, db.dataDir, configPath, model, stepDelay)
+			if err != nil {
+				return err
+			}
+			runLimits = overrideLimits(runLimits, limitFlags)
 			ln, err := server.Listen(listen)
 			if err != nil {
 				return err
@@ -194,7 +198,8 @@ func startCmd() *cobra.Command {
 			defer closeDB()
 			self, cli := binaries()
 			cfg := server.Config{WorkspaceRoots: roots, AllowedOrigins: origins, DataDir: db.dataDir, StepDelay: stepDelay, Logger: log, Limits: limits, Binary: self,
-				AllowClone: allowClone, CloneSchemes: cloneSchemes, ProjectTerminals: projectTerminals, ApprovalTimeout: approvalTimeout}
+				AllowClone: allowClone, CloneSchemes: cloneSchemes, ProjectTerminals: projectTerminals, AllowCreateFolders: allowCreateFolders,
+				ApprovalTimeout: approvalTimeout, Models: models, SystemPrompt: systemPrompt, RunLimits: runLimits}
 			if terminalSandbox != "" {
 				prep, err := terminalPrepare(terminalSandbox, db.dataDir, unixSocket, roots)
 				if err != nil {
@@ -205,10 +210,6 @@ func startCmd() *cobra.Command {
 			}
 			if db.databaseURL != "" {
 				cfg.DatabaseURL = db.databaseURL
-			}
-			if err := agentSetup(ctx, &cfg, log, configPath, model, runLimits); err != nil {
-				ln.Close()
-				return err
 			}
 			srv, err := server.New(ctx, cfg, st)
 			if err != nil {
@@ -273,17 +274,18 @@ func startCmd() *cobra.Command {
 	cmd.Flags().DurationVar(&limits.HelloTimeout, "hello-timeout", 30*time.Second, "close (1008) a connection that sends no ipc.hello within this time")
 	cmd.Flags().DurationVar(&limits.RequestTimeout, "request-timeout", 60*time.Second, "longest a request's handler may run")
 	cmd.Flags().IntVar(&limits.SendQueueBytes, "send-queue-bytes", 64<<20, "outgoing bytes queued per connection before it is closed with 1013 (the client resumes)")
+	cmd.Flags().BoolVar(&allowCreateFolders, "allow-create-folders", false, "let chat tokens create folders in the workspace roots (fs.createFolder)")
 	cmd.Flags().BoolVar(&allowClone, "allow-clone", false, "let chat tokens clone repositories into the workspace roots (git.clone)")
 	cmd.Flags().StringArrayVar(&cloneSchemes, "clone-scheme", nil, "URL scheme git.clone and git.sync accept (repeatable; default https and ssh; local paths inside the roots always)")
 	cmd.Flags().BoolVar(&projectTerminals, "project-terminals", false, "let admin tokens run terminals in the workspace roots (see docs/security.md)")
 	cmd.Flags().DurationVar(&approvalTimeout, "approval-timeout", 30*time.Minute, "how long a tool approval request waits for an answer before it expires as a denial")
 	cmd.Flags().StringVar(&terminalSandbox, "terminal-sandbox", "", "run project terminals under this sandbox policy (workspace-write, workspace-write+network, read-only); default none")
-	cmd.Flags().StringVar(&model, "model", "", "the default model, provider/model (e.g. openai/gpt-4.1); models.list shows them (default: the config file's, else scripted/scripted)")
-	cmd.Flags().StringVar(&configPath, "config", "", "the providers' config file (default <data-dir>/config.json when it exists; see docs/providers.md)")
-	cmd.Flags().IntVar(&runLimits.MaxTurns, "max-turns", 0, "model turns per run (default the config file's, else 50)")
-	cmd.Flags().DurationVar(&runLimits.MaxWallTime, "max-run-time", 0, "wall time per run (default the config file's, else 30m)")
-	cmd.Flags().IntVar(&runLimits.MaxOutputTokens, "max-output-tokens", 0, "output tokens per model turn (default the config file's, else 8192)")
-	cmd.Flags().IntVar(&runLimits.MaxConcurrentRuns, "max-concurrent-runs", 0, "runs talking to a model at once, server-wide; more prompts wait (default the config file's, else 8)")
+	cmd.Flags().StringVar(&model, "model", "", "default model, provider/model (e.g. openai/gpt-4.1); default the config file's, else scripted/scripted (docs/providers.md)")
+	cmd.Flags().StringVar(&configPath, "config", "", "config file of model providers, system prompt and run limits (default <data-dir>/config.json when it exists)")
+	cmd.Flags().IntVar(&limitFlags.MaxTurns, "max-turns", 0, "model turns per run (default the config file's, else 50)")
+	cmd.Flags().DurationVar(&limitFlags.MaxWallTime, "max-run-time", 0, "wall time per run (default the config file's, else 30m)")
+	cmd.Flags().IntVar(&limitFlags.MaxOutputTokens, "max-output-tokens", 0, "output tokens per model turn (default the config file's, else 8192)")
+	cmd.Flags().IntVar(&limitFlags.MaxConcurrentRuns, "max-concurrent-runs", 0, "runs talking to a model at once, server-wide; more prompts wait (default the config file's, else 8)")
 	cmd.Flags().DurationVar(&stepDelay, "scripted-step-delay", 0, "pause between the scripted provider's streamed pieces (for demos and tests)")
 	cmd.Flags().MarkHidden("scripted-step-delay")
 	return cmd
@@ -597,42 +599,19 @@ func terminalPrepare(policy, dataDir, unixSocket string, roots []string) (func(*
 	}, nil
 }
 
-// agentSetup builds the agent's providers from the config file, the environment and --model
-// (provider/config), and its per-run limits: a flag wins over the file, the file over the
-// defaults. The providers are logged without keys.
-func agentSetup(ctx context.Context, cfg *server.Config, log *slog.Logger, configPath, model string, flags agent.Limits) error {
-	setup, err := config.Build(config.Options{Path: configPath, DataDir: cfg.DataDir, Model: model, StepDelay: cfg.StepDelay})
-	if err != nil {
-		return err
+// overrideLimits applies the per-run limit flags that are set over the config file's limits.
+func overrideLimits(file, flags agent.Limits) agent.Limits {
+	if flags.MaxTurns > 0 {
+		file.MaxTurns = flags.MaxTurns
 	}
-	for _, line := range setup.Summary {
-		log.Info("model provider", "provider", line)
+	if flags.MaxWallTime > 0 {
+		file.MaxWallTime = flags.MaxWallTime
 	}
-	for _, w := range setup.Warnings {
-		log.Warn("model provider", "warning", w)
+	if flags.MaxOutputTokens > 0 {
+		file.MaxOutputTokens = flags.MaxOutputTokens
 	}
-	reg, err := agent.NewRegistry(ctx, setup.Default, setup.Providers...)
-	if err != nil {
-		return err
+	if flags.MaxConcurrentRuns > 0 {
+		file.MaxConcurrentRuns = flags.MaxConcurrentRuns
 	}
-	reg.Windows = setup.Windows
-	cfg.Models = reg
-	cfg.SystemPrompt = setup.SystemPrompt
-	pick := func(flag, file int) int {
-		if flag > 0 {
-			return flag
-		}
-		return file
-	}
-	cfg.RunLimits = agent.Limits{
-		MaxTurns:          pick(flags.MaxTurns, setup.Limits.MaxTurns),
-		MaxOutputTokens:   pick(flags.MaxOutputTokens, setup.Limits.MaxOutputTokens),
-		MaxConcurrentRuns: pick(flags.MaxConcurrentRuns, setup.Limits.MaxConcurrentRuns),
-		MaxWallTime:       flags.MaxWallTime,
-	}
-	if cfg.RunLimits.MaxWallTime <= 0 {
-		cfg.RunLimits.MaxWallTime = time.Duration(setup.Limits.MaxWallTime)
-	}
-	log.Info("default model", "model", reg.DefaultID())
-	return nil
+	return file
 }

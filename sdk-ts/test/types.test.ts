@@ -131,6 +131,8 @@ function describeSignal(s: Signal): string {
       return `end ${s.runId} ${s.ok ? 'ok' : (s.error ?? 'failed')}`
     case 'presence:changed':
       return `presence ${s.sessions.length}`
+    case 'git:refs':
+      return `refs ${s.root} ${s.branch ?? ''} ${s.head ?? ''}`
     case 'git:clone:progress':
       return `clone ${s.cloneId} ${s.phase} ${s.percent ?? ''}`
     case 'workspace:exec:data':

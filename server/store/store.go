@@ -44,6 +44,8 @@ var (
 	ErrUnavailable = errors.New("store: database unavailable")
 	// ErrNameTaken: a live (non-revoked) token already has that name.
 	ErrNameTaken = errors.New("store: token name already in use")
+	// ErrLimit: a write would pass a count limit (SetState's max); nothing was written.
+	ErrLimit = errors.New("store: limit reached")
 	// ErrInvalidScope: a token scope other than chat, admin or machine.
 	ErrInvalidScope = errors.New("store: invalid token scope")
 	// ErrInvalidText: a string for a TEXT column is not valid UTF-8 or
@@ -190,7 +192,8 @@ func (s *Store) withConn(ctx context.Context, op string, fn func(ctx context.Con
 
 func (s *Store) mapErr(parent context.Context, op string, err error) error {
 	if errors.Is(err, ErrNotFound) || errors.Is(err, ErrInvalidText) || errors.Is(err, ErrNameTaken) ||
-		errors.Is(err, ErrInvalidScope) || errors.Is(err, ErrBusy) || errors.Is(err, ErrUnavailable) {
+		errors.Is(err, ErrInvalidScope) || errors.Is(err, ErrBusy) || errors.Is(err, ErrUnavailable) ||
+		errors.Is(err, ErrLimit) {
 		return fmt.Errorf("%s: %w", op, err)
 	}
 	if errors.Is(err, pgx.ErrNoRows) {

@@ -1,0 +1,482 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"image"
+	"image/color"
+	"image/png"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// bigTree is a tree of 20,000 files in 200 folders, made once and shared by the tests that need
+// it (search bounds); TestMain removes it.
+var (
+	bigTreeOnce sync.Once
+	bigTreeDir  string
+)
+
+func bigTree(t *testing.T) string {
+	bigTreeOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "zidane-bigtree-")
+		require.NoError(t, err)
+		dir, _ = filepath.EvalSymlinks(dir)
+		for i := 0; i < 200; i++ {
+			sub := filepath.Join(dir, fmt.Sprintf("pkg%03d", i), "src")
+			require.NoError(t, os.MkdirAll(sub, 0o755))
+			for j := 0; j < 100; j++ {
+				require.NoError(t, os.WriteFile(filepath.Join(sub, fmt.Sprintf("f%03d.go", j)), []byte(fmt.Sprintf("package src\n\n// needle %d %d\nfunc F() {}\n", i, j)), 0o644))
+			}
+		}
+		bigTreeDir = dir
+	})
+	require.NotEmpty(t, bigTreeDir)
+	return bigTreeDir
+}
+
+func removeSharedTrees() {
+	if bigTreeDir != "" {
+		_ = os.RemoveAll(bigTreeDir)
+	}
+}
+
+// filesEnv is a server whose one workspace root is root, with a chat connection.
+func filesEnv(t *testing.T, root string, mod func(*Config)) (*testEnv, *testConn) {
+	e := newEnv(t, func(c *Config) {
+		c.WorkspaceRoots = []string{root}
+		if mod != nil {
+			mod(c)
+		}
+	})
+	c := e.dial()
+	c.hello()
+	return e, c
+}
+
+func realDir(t *testing.T) string {
+	d, err := filepath.EvalSymlinks(t.TempDir())
+	require.NoError(t, err)
+	return d
+}
+
+func errMsg(m map[string]any) string {
+	e, _ := m["error"].(map[string]any)
+	s, _ := e["message"].(string)
+	return s
+}
+
+func TestFsListAndPicker(t *testing.T) {
+	root, outside := realDir(t), realDir(t)
+	require.NoError(t, os.MkdirAll(filepath.Join(root, "b", "deep"), 0o755))
+	require.NoError(t, os.MkdirAll(filepath.Join(root, "a"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(root, "file.txt"), []byte("x"), 0o644))
+	require.NoError(t, os.Symlink(outside, filepath.Join(root, "out")))                 // leads out: not listed
+	require.NoError(t, os.Symlink(filepath.Join(root, "b"), filepath.Join(root, "in"))) // inside: listed as a link
+	_, c := filesEnv(t, root, nil)
+
+	r := c.result("fs.list", `{}`)
+	require.Equal(t, []any{map[string]any{"name": filepath.Base(root), "path": root}}, r["folders"])
+
+	r = c.result("fs.list", fmt.Sprintf(`{"path":%q}`, root))
+	require.Equal(t, root, r["path"])
+	require.Nil(t, r["parent"], "a root has no parent in the picker")
+	require.Equal(t, []any{
+		map[string]any{"name": "a", "path": filepath.Join(root, "a")},
+		map[string]any{"name": "b", "path": filepath.Join(root, "b")},
+		map[string]any{"name": "in", "path": filepath.Join(root, "in"), "link": true},
+	}, r["folders"])
+	r = c.result("fs.list", fmt.Sprintf(`{"path":%q}`, filepath.Join(root, "b")))
+	require.Equal(t, root, r["parent"])
+
+	// Outside the roots: refused alike whether it exists or not.
+	m1 := c.call("fs.list", fmt.Sprintf(`{"path":%q}`, outside))
+	m2 := c.call("fs.list", fmt.Sprintf(`{"path":%q}`, outside+"-missing"))
+	require.Equal(t, -32014, errCode(m1))
+	require.Equal(t, -32014, errCode(m2))
+	require.Equal(t, strings.ReplaceAll(errMsg(m1), outside, "X"), strings.ReplaceAll(errMsg(m2), outside+"-missing", "X"))
+	m := c.call("fs.list", fmt.Sprintf(`{"path":%q}`, filepath.Join(root, "out")))
+	require.Equal(t, -32014, errCode(m), "a link out of the roots is not a folder inside them")
+}
+
+func TestFsCreateFolder(t *testing.T) {
+	root := realDir(t)
+	_, off := filesEnv(t, root, nil)
+	m := off.call("fs.createFolder", fmt.Sprintf(`{"path":%q}`, filepath.Join(root, "new")))
+	require.Equal(t, -32014, errCode(m))
+	require.Contains(t, errMsg(m), "--allow-create-folders")
+
+	_, c := filesEnv(t, root, func(c *Config) { c.AllowCreateFolders = true })
+	h := c.call("ipc.hello", helloParams) // a second hello is refused; the flag is in the first
+	_ = h
+	r := c.result("fs.createFolder", fmt.Sprintf(`{"path":%q}`, filepath.Join(root, "new")))
+	require.Equal(t, filepath.Join(root, "new"), r["path"])
+	require.DirExists(t, filepath.Join(root, "new"))
+	require.Equal(t, -32014, errCode(c.call("fs.createFolder", fmt.Sprintf(`{"path":%q}`, filepath.Join(root, "new")))), "exists")
+	outside := realDir(t)
+	require.Equal(t, -32014, errCode(c.call("fs.createFolder", fmt.Sprintf(`{"path":%q}`, filepath.Join(outside, "x")))))
+	require.NoDirExists(t, filepath.Join(outside, "x"))
+	require.Equal(t, -32602, errCode(c.call("fs.createFolder", `{"path":"relative/x"}`)))
+}
+
+func TestFsAndFilesSearchBounds(t *testing.T) {
+	tree := bigTree(t)
+	_, c := filesEnv(t, tree, nil)
+
+	r := c.result("fs.search", `{"query":"PKG01","limit":5}`)
+	require.Len(t, r["folders"], 5)
+	require.Equal(t, true, r["truncated"])
+	r = c.result("fs.search", `{"query":"pkg199"}`)
+	require.Equal(t, []any{map[string]any{"name": "pkg199", "path": filepath.Join(tree, "pkg199")}}, r["folders"])
+	require.Equal(t, false, r["truncated"])
+
+	// Every file matches: the 20,000-file tree is cut by the match limit, then by the file bound.
+	start := time.Now()
+	r = c.result("files.search", fmt.Sprintf(`{"cwd":%q,"pattern":"needle \\d+","limit":2000}`, tree))
+	require.Less(t, time.Since(start), textSearchTime+2*time.Second, "answers within its time bound")
+	require.Len(t, r["matches"], 2000)
+	require.Equal(t, true, r["truncated"])
+	first := r["matches"].([]any)[0].(map[string]any)
+	require.Equal(t, "pkg000/src/f000.go", first["path"])
+	require.Equal(t, json.Number("3"), first["line"])
+	require.Equal(t, "// needle 0 0", first["text"])
+
+	r = c.result("files.search", fmt.Sprintf(`{"cwd":%q,"pattern":"NEEDLE 199 99$","ignoreCase":true}`, filepath.Join(tree, "pkg199")))
+	require.Equal(t, []any{map[string]any{"path": "src/f099.go", "line": json.Number("3"), "text": "// needle 199 99"}}, r["matches"], "paths are relative to cwd")
+	require.Equal(t, false, r["truncated"])
+	require.Equal(t, -32602, errCode(c.call("files.search", fmt.Sprintf(`{"cwd":%q,"pattern":"("}`, tree))))
+}
+
+func TestFilesSearchGitignore(t *testing.T) {
+	root := realDir(t)
+	require.NoError(t, os.MkdirAll(filepath.Join(root, "build"), 0o755))
+	require.NoError(t, os.MkdirAll(filepath.Join(root, ".git"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(root, ".gitignore"), []byte("build/\n*.log\n"), 0o644))
+	for _, f := range []string{"keep.txt", "build/out.txt", "x.log", ".git/config"} {
+		require.NoError(t, os.WriteFile(filepath.Join(root, f), []byte("secret word\n"), 0o644))
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(root, "bin.dat"), []byte("secret word\x00\x01"), 0o644))
+	_, c := filesEnv(t, root, nil)
+	r := c.result("files.search", fmt.Sprintf(`{"cwd":%q,"pattern":"secret"}`, root))
+	require.Equal(t, []any{map[string]any{"path": "keep.txt", "line": json.Number("1"), "text": "secret word"}}, r["matches"])
+}
+
+func TestFilesResolvePaths(t *testing.T) {
+	root, outside := realDir(t), realDir(t)
+	require.NoError(t, os.MkdirAll(filepath.Join(root, "données", "sous dossier"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(root, "my file.txt"), []byte("x"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(root, "données", "été 😀.md"), []byte("x"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(outside, "secret.txt"), []byte("x"), 0o644))
+	require.NoError(t, os.Symlink(filepath.Join(outside, "secret.txt"), filepath.Join(root, "link.txt")))
+	_, c := filesEnv(t, root, nil)
+	names := []string{"my file.txt", "données/été 😀.md", "données/sous dossier", "missing.txt", "../" + filepath.Base(outside) + "/secret.txt", filepath.Join(outside, "secret.txt"), "link.txt", filepath.Join(root, "my file.txt")}
+	b, _ := json.Marshal(map[string]any{"cwd": root, "names": names})
+	r := c.result("files.resolvePaths", string(b))
+	require.Equal(t, []any{
+		map[string]any{"name": "my file.txt", "kind": "file", "path": filepath.Join(root, "my file.txt")},
+		map[string]any{"name": "données/été 😀.md", "kind": "file", "path": filepath.Join(root, "données", "été 😀.md")},
+		map[string]any{"name": "données/sous dossier", "kind": "folder", "path": filepath.Join(root, "données", "sous dossier")},
+		map[string]any{"name": filepath.Join(root, "my file.txt"), "kind": "file", "path": filepath.Join(root, "my file.txt")},
+	}, r["paths"])
+}
+
+// ---------------------------------------------------------------------------------------------
+// Media over HTTP
+
+func pngBytes(t *testing.T) []byte {
+	img := image.NewRGBA(image.Rect(0, 0, 4, 4))
+	img.Set(1, 1, color.RGBA{255, 0, 0, 255})
+	var b bytes.Buffer
+	require.NoError(t, png.Encode(&b, img))
+	return b.Bytes()
+}
+
+// mp4Bytes is the start of an MP4 file: an ftyp box, then filler.
+func mp4Bytes(n int) []byte {
+	b := append([]byte{0, 0, 0, 0x18}, []byte("ftypmp42\x00\x00\x00\x00mp42isom")...)
+	for len(b) < n {
+		b = append(b, byte(len(b)))
+	}
+	return b
+}
+
+func mediaGet(t *testing.T, hs *httptest.Server, q string, hdr map[string]string) (*http.Response, []byte) {
+	req, err := http.NewRequest(http.MethodGet, hs.URL+"/zidane/media?"+q, nil)
+	require.NoError(t, err)
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp, b
+}
+
+func mq(ticket, cwd, p string, extra ...string) string {
+	v := "ticket=" + ticket + "&cwd=" + urlq(cwd) + "&path=" + urlq(p)
+	for _, e := range extra {
+		v += "&" + e
+	}
+	return v
+}
+
+func urlq(s string) string {
+	r := strings.NewReplacer("%", "%25", "&", "%26", "+", "%2B", " ", "%20", "?", "%3F", "#", "%23")
+	return r.Replace(s)
+}
+
+func TestMediaOverHTTP(t *testing.T) {
+	root, outside := realDir(t), realDir(t)
+	pngb := pngBytes(t)
+	mp4 := mp4Bytes(100000)
+	require.NoError(t, os.WriteFile(filepath.Join(root, "pic.png"), pngb, 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(root, "clip.mp4"), mp4, 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(root, "page.html"), []byte("<html><script>alert(1)</script></html>"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(root, "fake.png"), []byte("<!DOCTYPE html><html><script>alert(1)</script></html>"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(root, "draw.svg"), []byte(`<svg xmlns="http://www.w3.org/2000/svg"><script>alert(1)</script><rect width="1" height="1"/></svg>`), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(outside, "secret.png"), pngb, 0o644))
+	require.NoError(t, os.Symlink(filepath.Join(outside, "secret.png"), filepath.Join(root, "out.png")))
+	big, err := os.Create(filepath.Join(root, "big.mp4")) // 70 MiB, sparse after its header
+	require.NoError(t, err)
+	_, err = big.Write(mp4Bytes(4096))
+	require.NoError(t, err)
+	require.NoError(t, big.Truncate(70<<20))
+	require.NoError(t, big.Close())
+
+	e, c := filesEnv(t, root, nil)
+	ticket := strings.Repeat("Ab3_-", 8)
+	c.result("files.mediaTicket", fmt.Sprintf(`{"ticket":%q}`, ticket))
+	require.Equal(t, -32602, errCode(c.call("files.mediaTicket", `{"ticket":"short"}`)))
+
+	resp, b := mediaGet(t, e.hs, mq(ticket, root, "pic.png"), nil)
+	require.Equal(t, 200, resp.StatusCode)
+	require.Equal(t, "image/png", resp.Header.Get("Content-Type"))
+	require.Equal(t, "nosniff", resp.Header.Get("X-Content-Type-Options"))
+	require.Contains(t, resp.Header.Get("Content-Security-Policy"), "sandbox")
+	require.Equal(t, pngb, b)
+
+	resp, b = mediaGet(t, e.hs, mq(ticket, root, "clip.mp4"), nil)
+	require.Equal(t, 200, resp.StatusCode)
+	require.Equal(t, "video/mp4", resp.Header.Get("Content-Type"))
+	require.Equal(t, mp4, b)
+
+	resp, b = mediaGet(t, e.hs, mq(ticket, root, "clip.mp4"), map[string]string{"Range": "bytes=100-199"})
+	require.Equal(t, 206, resp.StatusCode)
+	require.Equal(t, mp4[100:200], b)
+	require.Equal(t, "bytes 100-199/100000", resp.Header.Get("Content-Range"))
+
+	resp, _ = mediaGet(t, e.hs, mq(ticket, root, "clip.mp4"), map[string]string{"Range": "bytes=200000-"})
+	require.Equal(t, 416, resp.StatusCode)
+
+	// Conditional: an unchanged file answers 304.
+	resp, _ = mediaGet(t, e.hs, mq(ticket, root, "pic.png"), map[string]string{"If-Modified-Since": time.Now().Add(time.Hour).UTC().Format(http.TimeFormat)})
+	require.Equal(t, 304, resp.StatusCode)
+
+	// 70 MiB: refused whole, cut short by range.
+	resp, _ = mediaGet(t, e.hs, mq(ticket, root, "big.mp4"), nil)
+	require.Equal(t, 413, resp.StatusCode)
+	resp, b = mediaGet(t, e.hs, mq(ticket, root, "big.mp4"), map[string]string{"Range": "bytes=0-"})
+	require.Equal(t, 206, resp.StatusCode)
+	require.Len(t, b, maxMediaBytes)
+	require.Equal(t, fmt.Sprintf("bytes 0-%d/%d", maxMediaBytes-1, 70<<20), resp.Header.Get("Content-Range"))
+
+	// Not media, or media in name only: never served as a document that runs scripts.
+	for _, p := range []string{"page.html", "fake.png"} {
+		resp, _ = mediaGet(t, e.hs, mq(ticket, root, p), nil)
+		require.Equal(t, 415, resp.StatusCode, p)
+		require.NotContains(t, resp.Header.Get("Content-Type"), "html", p)
+	}
+	resp, _ = mediaGet(t, e.hs, mq(ticket, root, "draw.svg"), nil)
+	require.Equal(t, 200, resp.StatusCode)
+	require.Equal(t, "image/svg+xml", resp.Header.Get("Content-Type"))
+	require.Contains(t, resp.Header.Get("Content-Security-Policy"), "sandbox", "opened as a document, its script does not run")
+	require.NotContains(t, resp.Header.Get("Content-Security-Policy"), "allow-scripts")
+
+	// Outside the roots: 404.
+	for _, p := range []string{"../" + filepath.Base(outside) + "/secret.png", filepath.Join(outside, "secret.png"), "out.png", "missing.png"} {
+		resp, _ = mediaGet(t, e.hs, mq(ticket, root, p), nil)
+		require.Equal(t, 404, resp.StatusCode, p)
+	}
+	resp, _ = mediaGet(t, e.hs, mq(ticket, outside, "secret.png"), nil)
+	require.Equal(t, 404, resp.StatusCode)
+
+	// No ticket, an unknown one, and the ticket of a closed connection: 401.
+	resp, _ = mediaGet(t, e.hs, "cwd="+urlq(root)+"&path=pic.png", nil)
+	require.Equal(t, 401, resp.StatusCode)
+	resp, _ = mediaGet(t, e.hs, mq(strings.Repeat("z", 40), root, "pic.png"), nil)
+	require.Equal(t, 401, resp.StatusCode)
+	c.ws.CloseNow()
+	require.Eventually(t, func() bool {
+		resp, _ := mediaGet(t, e.hs, mq(ticket, root, "pic.png"), nil)
+		return resp.StatusCode == 401
+	}, 5*time.Second, 20*time.Millisecond)
+}
+
+func TestMediaGitSides(t *testing.T) {
+	root := realDir(t)
+	git := func(args ...string) {
+		cmd := exec.Command("git", append([]string{"-C", root, "-c", "user.name=t", "-c", "user.email=t@example.com"}, args...)...)
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "%s", out)
+	}
+	git("init", "-q")
+	oldPNG := pngBytes(t)
+	require.NoError(t, os.WriteFile(filepath.Join(root, "pic.png"), oldPNG, 0o644))
+	git("add", "pic.png")
+	git("commit", "-q", "-m", "pic")
+	img := image.NewRGBA(image.Rect(0, 0, 8, 8))
+	var nb bytes.Buffer
+	require.NoError(t, png.Encode(&nb, img))
+	require.NoError(t, os.WriteFile(filepath.Join(root, "pic.png"), nb.Bytes(), 0o644))
+
+	e, c := filesEnv(t, root, nil)
+	ticket := strings.Repeat("k", 32)
+	c.result("files.mediaTicket", fmt.Sprintf(`{"ticket":%q}`, ticket))
+	resp, b := mediaGet(t, e.hs, mq(ticket, root, "pic.png", "side=old"), nil)
+	require.Equal(t, 200, resp.StatusCode)
+	require.Equal(t, oldPNG, b)
+	require.Equal(t, "image/png", resp.Header.Get("Content-Type"))
+	resp, b = mediaGet(t, e.hs, mq(ticket, root, "pic.png", "side=new"), nil)
+	require.Equal(t, 200, resp.StatusCode)
+	require.Equal(t, nb.Bytes(), b)
+	resp, _ = mediaGet(t, e.hs, mq(ticket, root, "pic.png", "side=sideways"), nil)
+	require.Equal(t, 404, resp.StatusCode)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Shared state: drafts, settings, prefs, sidebar
+
+// restart stops the server and starts a new one on the same database (a server restart).
+func (e *testEnv) restart(mod func(*Config)) {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cfg := e.srv.cfg
+	e.srv.Shutdown(ctx)
+	e.hs.Close()
+	if mod != nil {
+		mod(&cfg)
+	}
+	s, err := New(ctx, cfg, e.st)
+	require.NoError(e.t, err)
+	hs := httptest.NewServer(s)
+	e.srv, e.hs, e.wsURL = s, hs, "ws"+strings.TrimPrefix(hs.URL, "http")
+	e.t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		s.Shutdown(ctx)
+		hs.Close()
+	})
+}
+
+func TestDraftsAcrossWindowsAndRestart(t *testing.T) {
+	e := newEnv(t, nil)
+	a, b := e.dial(), e.dial()
+	a.hello()
+	b.hello()
+	sid := a.newSession()
+	writes0 := e.srv.drafts.writes.Load()
+	text := ""
+	for i := 0; i < 200; i++ { // a burst of keystrokes, as notifications
+		text += string(rune('a' + i%26))
+		a.send(fmt.Sprintf(`{"jsonrpc":"2.0","method":"drafts.set","params":{"sessionId":%q,"text":%q}}`, sid, text))
+	}
+	// The other window follows to the last keystroke.
+	var last string
+	for last != text {
+		s := b.nextSignal()
+		if s.kind != "draft:changed" {
+			continue
+		}
+		p := decodeObj(t, s.raw)["params"].(map[string]any)
+		require.Equal(t, sid, p["sessionId"])
+		_, hasSeq := p["$seq"]
+		require.False(t, hasSeq, "a draft carries no $seq")
+		last = p["text"].(string)
+	}
+	r := b.result("drafts.get", fmt.Sprintf(`{"sessionId":%q}`, sid))
+	require.Equal(t, text, r["text"])
+	a.result("$/ping", `{}`) // every draft:changed the typing window could get has arrived by now
+	for _, f := range a.skipped {
+		require.NotEqual(t, "draft:changed", parseSignal(t, f).kind, "the window that typed gets no echo")
+	}
+	require.Eventually(t, func() bool {
+		d, err := e.st.GetDraft(context.Background(), sid)
+		return err == nil && d.Text == text
+	}, 5*time.Second, 20*time.Millisecond)
+	require.LessOrEqual(t, e.srv.drafts.writes.Load()-writes0, int64(5), "a burst is a handful of writes, never one per keystroke")
+
+	// NUL and any Unicode survive Postgres, and a restart.
+	odd := "nul\x00 😀 \u2028 end"
+	b.result("drafts.set", fmt.Sprintf(`{"sessionId":%q,"text":%s}`, sid, mustJSON(odd)))
+	e.restart(nil)
+	c := e.dial()
+	c.hello()
+	r = c.result("drafts.get", fmt.Sprintf(`{"sessionId":%q}`, sid))
+	require.Equal(t, odd, r["text"])
+	c.result("drafts.clear", fmt.Sprintf(`{"sessionId":%q}`, sid))
+	r = c.result("drafts.get", fmt.Sprintf(`{"sessionId":%q}`, sid))
+	require.Equal(t, "", r["text"])
+	require.Equal(t, -32014, errCode(c.call("drafts.set", `{"sessionId":"7f6b2bc1-27b2-4052-a2b7-de05d2538178","text":"x"}`)))
+}
+
+func mustJSON(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+func TestSidebarPrefsSettingsAcrossRestart(t *testing.T) {
+	e := newEnv(t, nil)
+	a, b := e.dial(), e.dial()
+	a.hello()
+	b.hello()
+	require.Equal(t, map[string]any{}, a.result("prefs.get", `{}`)["prefs"])
+	require.Nil(t, a.result("sidebar.getSpace", `{}`)["space"])
+
+	view := `{"filter":"mine","collapsed":[1,2],"session":"7f6b2bc1-27b2-4052-a2b7-de05d2538178","x":{"deep":null}}`
+	a.result("sidebar.setView", `{"space":"work","view":`+view+`}`)
+	a.result("sidebar.setSpace", `{"space":"work"}`)
+	a.result("prefs.set", `{"key":"lastModel","value":"openai/gpt-4o"}`)
+	a.result("prefs.set", `{"key":"panel","value":{"width":320}}`)
+	a.result("prefs.set", `{"key":"gone","value":1}`)
+	a.result("prefs.set", `{"key":"gone","value":null}`)
+	kinds := map[string]int{}
+	for i := 0; i < 6; i++ {
+		kinds[b.nextSignal().kind]++
+	}
+	require.Equal(t, map[string]int{"sidebar:changed": 2, "prefs:changed": 4}, kinds)
+
+	// Settings: read with chat, written with admin only, validated.
+	require.Equal(t, -32013, errCode(a.call("settings.set", `{"settings":{"theme":"dark"}}`)))
+	adm := e.dialAs(e.mint("admin"))
+	require.Equal(t, -32602, errCode(adm.call("settings.set", `{"settings":{"locale":"not a tag!"}}`)))
+	r := adm.result("settings.set", `{"settings":{"theme":"dark","sendOnEnter":false}}`)
+	require.Equal(t, map[string]any{"theme": "dark", "sendOnEnter": false}, r)
+	require.Equal(t, "settings:changed", b.nextSignal().kind)
+
+	e.restart(nil)
+	c := e.dial()
+	c.hello()
+	require.Equal(t, map[string]any{"lastModel": "openai/gpt-4o", "panel": map[string]any{"width": json.Number("320")}}, c.result("prefs.get", `{}`)["prefs"])
+	views := c.result("sidebar.getViews", `{}`)["views"].(map[string]any)
+	got, _ := json.Marshal(views["work"])
+	require.JSONEq(t, view, string(got), "the view record is stored as given")
+	require.Equal(t, "work", c.result("sidebar.getSpace", `{}`)["space"])
+	require.Equal(t, map[string]any{"theme": "dark", "sendOnEnter": false}, c.result("settings.get", `{}`))
+	big := `"` + strings.Repeat("x", maxStateValue) + `"`
+	require.Equal(t, -32602, errCode(c.call("prefs.set", `{"key":"big","value":`+big+`}`)))
+}

@@ -1,0 +1,260 @@
+package server
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"path"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/zidane-server/zidane/protocol"
+	"github.com/zidane-server/zidane/server/workspace/gitx"
+)
+
+// GET /zidane/media (seed "files"): an <img> or <video> cannot send a token, so a client registers
+// a random ticket on its connection (files.mediaTicket) and puts it in the address. The ticket is
+// good while that connection is open. Only image, video and audio files are served, typed by
+// their name and checked against their content, never sniffed into another type, sandboxed when
+// opened as a document, with byte ranges and conditional requests (net/http's ServeContent), at
+// most maxMediaBytes per response.
+
+// maxMediaBytes is the most one media response carries: a longer range is cut short, a larger
+// whole file is refused with 413.
+const maxMediaBytes = 64 << 20
+
+// mediaTickets maps tickets to the connections that registered them.
+type mediaTickets struct {
+	mu      sync.Mutex
+	tickets map[string]*conn
+	byConn  map[*conn][]string
+}
+
+func newMediaTickets() *mediaTickets {
+	return &mediaTickets{tickets: map[string]*conn{}, byConn: map[*conn][]string{}}
+}
+
+// register adds a ticket for c; a connection holds at most maxMediaTickets (the oldest goes).
+func (m *mediaTickets) register(c *conn, ticket string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if other, ok := m.tickets[ticket]; ok {
+		if other == c {
+			return nil
+		}
+		return protocol.NewHandlerFailedError("That ticket is taken; pick another random one.")
+	}
+	ts := m.byConn[c]
+	if len(ts) >= maxMediaTickets {
+		delete(m.tickets, ts[0])
+		ts = ts[1:]
+	}
+	m.tickets[ticket] = c
+	m.byConn[c] = append(ts, ticket)
+	return nil
+}
+
+// drop forgets every ticket of a connection that closed.
+func (m *mediaTickets) drop(c *conn) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, t := range m.byConn[c] {
+		delete(m.tickets, t)
+	}
+	delete(m.byConn, c)
+}
+
+// valid reports whether ticket belongs to an open connection.
+func (m *mediaTickets) valid(ticket string) bool {
+	if len(ticket) < 32 {
+		return false
+	}
+	m.mu.Lock()
+	c, ok := m.tickets[ticket]
+	m.mu.Unlock()
+	return ok && !c.isClosing()
+}
+
+// mediaType decides the type a media file is served as: the type its name says, when that is an
+// image, video or audio type and its first bytes do not say otherwise (an HTML page named x.png is
+// refused, never served as a page). It returns "" when the file is not served.
+func mediaType(name string, head []byte) string {
+	t := mime.TypeByExtension(strings.ToLower(path.Ext(name)))
+	if i := strings.IndexByte(t, ';'); i >= 0 {
+		t = t[:i]
+	}
+	if !strings.HasPrefix(t, "image/") && !strings.HasPrefix(t, "video/") && !strings.HasPrefix(t, "audio/") {
+		return ""
+	}
+	sniffed := http.DetectContentType(head)
+	if i := strings.IndexByte(sniffed, ';'); i >= 0 {
+		sniffed = sniffed[:i]
+	}
+	switch {
+	case t == "image/svg+xml":
+		// SVG is XML text: a content sniffer sees text/xml or text/plain. It is served as an image
+		// and, opened as a document, runs no script (Content-Security-Policy: sandbox).
+		if sniffed == "text/xml" || sniffed == "text/plain" {
+			return t
+		}
+		return ""
+	case strings.HasPrefix(sniffed, "image/"), strings.HasPrefix(sniffed, "video/"), strings.HasPrefix(sniffed, "audio/"),
+		sniffed == "application/ogg", sniffed == "application/octet-stream":
+		// Content that looks like media, or binary a sniffer cannot name (many containers): the
+		// name decides the type.
+		return t
+	}
+	return "" // text, HTML, PDF, archives… behind a media name
+}
+
+// serveMedia answers GET /zidane/media?ticket=…&cwd=…&path=…[&side=old|new].
+func (s *Server) serveMedia(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		plainText(w, http.StatusMethodNotAllowed, "Method Not Allowed")
+		return
+	}
+	q := r.URL.Query()
+	if !s.media.valid(q.Get("ticket")) {
+		plainText(w, http.StatusUnauthorized, "Unauthorized: register the ticket with files.mediaTicket on an open connection")
+		return
+	}
+	cwd, name, side := q.Get("cwd"), q.Get("path"), q.Get("side")
+	notFound := func() { plainText(w, http.StatusNotFound, "Not Found") }
+	if name == "" || strings.ContainsRune(cwd+name, 0) || (side != "" && side != "old" && side != "new") {
+		notFound()
+		return
+	}
+	h := w.Header()
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Content-Security-Policy", "sandbox; default-src 'none'; img-src 'self' data:; media-src 'self'; style-src 'unsafe-inline'")
+	h.Set("Cache-Control", "private, no-cache")
+	h.Set("Cross-Origin-Resource-Policy", "same-site")
+	if side != "" {
+		s.serveMediaSide(w, r, cwd, name, gitx.Side(side))
+		return
+	}
+	f, rp, err := s.ws.Open(cwd, name)
+	if err != nil {
+		notFound()
+		return
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() {
+		notFound()
+		return
+	}
+	head := make([]byte, 512)
+	n, _ := io.ReadFull(f, head)
+	typ := mediaType(rp.Rel, head[:n])
+	if typ == "" {
+		plainText(w, http.StatusUnsupportedMediaType, "Unsupported Media Type: only image, video and audio files are served")
+		return
+	}
+	if !limitRange(w, r, fi.Size()) {
+		return
+	}
+	h.Set("Content-Type", typ)
+	h.Set("Content-Disposition", "inline")
+	http.ServeContent(w, r, "", fi.ModTime(), f)
+}
+
+// serveMediaSide serves one side of a file's git change; the repository must lie in the roots.
+func (s *Server) serveMediaSide(w http.ResponseWriter, r *http.Request, cwd, name string, side gitx.Side) {
+	notFound := func() { plainText(w, http.StatusNotFound, "Not Found") }
+	rp, err := s.ws.Resolve(cwd, name)
+	if err != nil {
+		notFound()
+		return
+	}
+	repo, err := s.gitRepo(r.Context(), filepath.Dir(rp.Abs()))
+	if err != nil {
+		notFound()
+		return
+	}
+	rel, err := filepath.Rel(repo.Top, rp.Abs())
+	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		notFound()
+		return
+	}
+	b, err := s.git.ReadSide(r.Context(), repo, filepath.ToSlash(rel), side, maxMediaBytes)
+	switch {
+	case errors.Is(err, gitx.ErrTooLarge):
+		plainText(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("Request Entity Too Large: that side is over %d bytes", maxMediaBytes))
+		return
+	case err != nil:
+		notFound()
+		return
+	}
+	typ := mediaType(rel, b[:min(len(b), 512)])
+	if typ == "" {
+		plainText(w, http.StatusUnsupportedMediaType, "Unsupported Media Type: only image, video and audio files are served")
+		return
+	}
+	w.Header().Set("Content-Type", typ)
+	w.Header().Set("Content-Disposition", "inline")
+	http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(b))
+}
+
+// limitRange enforces maxMediaBytes: a whole file over it is refused with 413; a range request
+// keeps only its first range, cut to maxMediaBytes. It reports whether to go on serving.
+func limitRange(w http.ResponseWriter, r *http.Request, size int64) bool {
+	rh := r.Header.Get("Range")
+	if size > maxMediaBytes {
+		// An If-Range that no longer matches would make ServeContent send the whole file.
+		r.Header.Del("If-Range")
+	}
+	if rh == "" {
+		if size > maxMediaBytes {
+			plainText(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("Request Entity Too Large: the file is %d bytes; ask for byte ranges of at most %d", size, maxMediaBytes))
+			return false
+		}
+		return true
+	}
+	spec, ok := strings.CutPrefix(rh, "bytes=")
+	if !ok {
+		return true // ServeContent answers a malformed header
+	}
+	first, _, _ := strings.Cut(spec, ",")
+	first = strings.TrimSpace(first)
+	startS, endS, ok := strings.Cut(first, "-")
+	if !ok {
+		return true
+	}
+	var start, end int64
+	switch {
+	case startS == "": // the last N bytes
+		nb, err := strconv.ParseInt(endS, 10, 64)
+		if err != nil {
+			return true
+		}
+		if nb > maxMediaBytes {
+			nb = maxMediaBytes
+		}
+		r.Header.Set("Range", "bytes=-"+strconv.FormatInt(nb, 10))
+		return true
+	default:
+		var err error
+		if start, err = strconv.ParseInt(startS, 10, 64); err != nil {
+			return true
+		}
+		end = size - 1
+		if endS != "" {
+			if end, err = strconv.ParseInt(endS, 10, 64); err != nil {
+				return true
+			}
+		}
+	}
+	if end-start+1 > maxMediaBytes {
+		end = start + maxMediaBytes - 1
+	}
+	r.Header.Set("Range", fmt.Sprintf("bytes=%d-%d", start, end))
+	return true
+}
