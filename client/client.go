@@ -197,6 +197,7 @@ type ConnectionLostError struct {
 	Cause error
 }
 
+// Error says which call lost its answer and why the connection dropped.
 func (e *ConnectionLostError) Error() string {
 	return fmt.Sprintf("zidane client: the connection dropped before %s was answered; its outcome is unknown and it was not resent: %v", e.Method, e.Cause)
 }
@@ -211,6 +212,7 @@ type HostChangedError struct {
 	Expected, Got string
 }
 
+// Error names both hostIds.
 func (e *HostChangedError) Error() string {
 	return fmt.Sprintf("zidane client: the server at this URL is another server (hostId %s, expected %s); refusing to sync with it", e.Got, e.Expected)
 }

@@ -93,6 +93,7 @@ type StaleDaemonFileError struct {
 	Program string
 }
 
+// Error says the file is stale, why, and what to do.
 func (e *StaleDaemonFileError) Error() string {
 	now := "which is not running"
 	if e.Program != "" {

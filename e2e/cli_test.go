@@ -260,8 +260,10 @@ func TestFieldCase_B37_CtrlCCancelsTheRun(t *testing.T) {
 	time.Sleep(200 * time.Millisecond)
 	start := time.Now()
 	require.NoError(t, cli.cmd.Process.Signal(syscall.SIGINT))
-	assert.Equal(t, 130, cli.wait(5*time.Second))
-	assert.Less(t, time.Since(start), 2*time.Second, "the second Ctrl-C exits at once")
+	assert.Equal(t, 130, cli.wait(15*time.Second))
+	// It exits on the second Ctrl-C, long before the 60 s --cancel-wait (loaded CI machines are
+	// slow to schedule the process, hence the margin).
+	assert.Less(t, time.Since(start), 10*time.Second, "the second Ctrl-C exits at once")
 	assert.Contains(t, cli.stderr.String(), "interrupted again")
 }
 

@@ -9,6 +9,8 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -103,6 +105,9 @@ type serverOpts struct {
 	noDBEnv bool   // remove DATABASE_URL from the environment
 	extra   []string
 	env     []string // added to the server's environment (KEY=value)
+	// tlsCA, when set, is the CA of the certificate passed in extra (--tls-cert): the health
+	// check speaks https and trusts it.
+	tlsCA *x509.CertPool
 }
 
 type serverProc struct {
@@ -115,6 +120,8 @@ type serverProc struct {
 	done    chan struct{}
 	waitErr error
 	stopped bool
+	// adminTok is an admin token scrape minted for GET /metrics, once.
+	adminTok string
 }
 
 func freeAddr(t *testing.T) string {
@@ -180,6 +187,11 @@ func startServer(t *testing.T, o serverOpts) *serverProc {
 	})
 	deadline := time.Now().Add(45 * time.Second)
 	hc := &http.Client{Timeout: 2 * time.Second}
+	scheme := "http"
+	if o.tlsCA != nil {
+		scheme = "https"
+		hc.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: o.tlsCA}}
+	}
 	for {
 		select {
 		case <-s.done:
@@ -187,7 +199,7 @@ func startServer(t *testing.T, o serverOpts) *serverProc {
 			t.Fatalf("zidane-server exited before it was healthy: %v\nstderr:\n%s", s.waitErr, s.stderr.String())
 		default:
 		}
-		resp, err := hc.Get("http://" + s.addr + "/healthz")
+		resp, err := hc.Get(scheme + "://" + s.addr + "/healthz")
 		if err == nil {
 			b, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()

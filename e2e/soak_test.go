@@ -25,7 +25,12 @@ import (
 // scrape reads one metric (the sum over its label sets) from GET /metrics.
 func scrape(t *testing.T, s *serverProc, name string) float64 {
 	t.Helper()
-	resp, err := http.Get("http://" + s.addr + "/metrics")
+	if s.adminTok == "" {
+		s.adminTok = s.mintToken("metrics-scraper", "admin")
+	}
+	req, _ := http.NewRequest(http.MethodGet, "http://"+s.addr+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+s.adminTok)
+	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	var sum float64

@@ -44,7 +44,11 @@ func (s *Server) originAllowed(r *http.Request) bool {
 			return true
 		}
 	}
-	// Same origin: the page was served by this server at the host the browser used.
+	// Same origin: the page was served by this server at the host the browser used, and that
+	// Host is one the server vouches for (a rebinding page's Host equals its Origin too).
+	if !s.hostValidated(r) {
+		return false
+	}
 	scheme := "http"
 	if r.TLS != nil {
 		scheme = "https"

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"net"
 	"net/http"
 	"strconv"
 	"time"
@@ -60,11 +59,13 @@ func (m *metrics) observe(method string, err error) {
 	m.requests.WithLabelValues(method, outcome).Inc()
 }
 
-// serveMetrics answers GET /metrics for loopback and unix-socket clients and admin tokens; others get 404 so the
-// endpoint is not advertised on a public port.
+// serveMetrics answers GET /metrics for unix-socket clients and admin tokens; others get 404 so
+// the endpoint is not advertised.
 func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {
-	local := r.RemoteAddr == "" || r.RemoteAddr == "@" // the unix socket (mode 0600)
-	if ip := net.ParseIP(remoteIP(r)); !local && (ip == nil || !ip.IsLoopback()) {
+	// Only the unix socket (mode 0600) or an admin token: a reverse proxy on the same host makes
+	// every request look like a loopback peer, so loopback proves nothing (issue 7 item 12).
+	// DebugHandler serves the same without a token on the operator's --debug-listen address.
+	if !viaUnixSocket(r) {
 		ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 		defer cancel()
 		tok, status := s.authenticate(r.WithContext(ctx))
@@ -74,4 +75,16 @@ func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	s.metrics.handler.ServeHTTP(w, r)
+}
+
+// DebugHandler serves GET /metrics without a token, for the operator's separate --debug-listen
+// address (keep it off public interfaces); every other path is 404.
+func (s *Server) DebugHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet && r.URL.Path == "/metrics" {
+			s.metrics.handler.ServeHTTP(w, r)
+			return
+		}
+		plainText(w, http.StatusNotFound, "Not found. This debug address serves GET /metrics.")
+	})
 }

@@ -11,7 +11,7 @@ import (
 // TestOriginRules: an origin is exactly scheme://host[:port]; the allowlist and the server's own
 // origin match with default ports filled in (adversarial review: userinfo, "?" and "#" passed).
 func TestOriginRules(t *testing.T) {
-	s := &Server{cfg: Config{AllowedOrigins: []string{"https://app.example", "http://localhost:5173"}}}
+	s := &Server{cfg: Config{AllowedOrigins: []string{"https://app.example", "http://localhost:5173"}, AllowedHosts: []string{"srv.local"}}}
 	for origin, want := range map[string]bool{
 		"":                         true, // no Origin: not a browser
 		"https://app.example":      true,
@@ -27,7 +27,7 @@ func TestOriginRules(t *testing.T) {
 		"https://app.example/":     false,
 		"null":                     false,
 		"file://":                  false,
-		"http://srv.local":         true, // the server's own origin (Host srv.local:80)
+		"http://srv.local":         true, // the server's own origin (Host srv.local:80, a listed host)
 		"http://srv.local:80":      true,
 		"https://srv.local":        false, // another scheme than the server's
 	} {
@@ -37,5 +37,21 @@ func TestOriginRules(t *testing.T) {
 			r.Header.Set("Origin", origin)
 		}
 		assert.Equal(t, want, s.originAllowed(r), "Origin %q", origin)
+	}
+}
+
+// TestSameOriginNeedsValidatedHost: the server's own origin counts only for a Host it vouches
+// for: a rebinding page's Origin and Host agree, so an unlisted name is no proof (issue 7 item 4).
+func TestSameOriginNeedsValidatedHost(t *testing.T) {
+	s := &Server{cfg: Config{}}
+	for host, want := range map[string]bool{
+		"evil.example:4380": false, // a name nobody listed
+		"192.168.1.5:4380":  true,  // an IP literal: no name to rebind
+		"[::1]:4380":        true,
+	} {
+		r := httptest.NewRequest(http.MethodGet, "http://"+host+"/", nil)
+		r.Host = host
+		r.Header.Set("Origin", "http://"+host)
+		assert.Equal(t, want, s.originAllowed(r), "Host %q", host)
 	}
 }

@@ -246,6 +246,10 @@ func (s *Server) servePair(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, store.ErrNotFound):
 		failed = true
 		s.pairFailed(w, ip)
+	case errors.Is(err, store.ErrPairingUsed):
+		// The code is real but spent (a parallel redemption won, B30): the same answer as a wrong
+		// code, without counting a wrong guess against the address.
+		pairError(w, http.StatusUnauthorized, pairRefusal)
 	case errors.Is(err, store.ErrNameTaken):
 		pairError(w, http.StatusConflict, fmt.Sprintf("A token named %q exists; pick another name.", req.Name))
 	case errors.Is(err, store.ErrInvalidText):
@@ -264,8 +268,11 @@ func (s *Server) pairFailed(w http.ResponseWriter, ip string) {
 	if d := s.pairs.fail(ip); d > 0 {
 		time.Sleep(d)
 	}
-	pairError(w, http.StatusUnauthorized, "Unknown, used or expired pairing code. Ask the operator for a new one (zidane-server pair).")
+	pairError(w, http.StatusUnauthorized, pairRefusal)
 }
+
+// pairRefusal answers a code that cannot be redeemed, whatever the reason.
+const pairRefusal = "Unknown, used or expired pairing code. Ask the operator for a new one (zidane-server pair)."
 
 func remoteIP(r *http.Request) string {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)

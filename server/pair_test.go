@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -159,4 +160,62 @@ func TestDecodePairRequestIsStrict(t *testing.T) {
 			assert.ErrorContains(t, err, want, body)
 		}
 	}
+}
+
+// TestFieldCase_B30_PairingRaceIsNotAWrongGuess: 20 parallel redemptions of one valid code give
+// exactly one token, and the losers are not counted as wrong guesses: the address can still pair
+// with the next code (before the fix they locked it out for 15 minutes).
+func TestFieldCase_B30_PairingRaceIsNotAWrongGuess(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for round := 0; round < 3; round++ {
+		code, _, err := e.st.CreatePairingCode(ctx, "chat", time.Minute)
+		require.NoError(t, err)
+		var wg sync.WaitGroup
+		var won, lost, refused atomic.Int64
+		start := make(chan struct{})
+		for i := 0; i < 20; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				body := fmt.Sprintf(`{"code":%q,"name":"racer-%d-%d"}`, code, round, i)
+				resp, err := http.Post(e.hs.URL+"/zidane/pair", "application/json", bytes.NewBufferString(body))
+				if !assert.NoError(t, err) {
+					return
+				}
+				resp.Body.Close()
+				switch resp.StatusCode {
+				case http.StatusOK:
+					won.Add(1)
+				case http.StatusUnauthorized:
+					lost.Add(1)
+				case http.StatusTooManyRequests: // more than pairBlockAfter in flight at once
+					refused.Add(1)
+				default:
+					t.Errorf("status %d", resp.StatusCode)
+				}
+			}()
+		}
+		close(start)
+		wg.Wait()
+		require.Equal(t, int64(1), won.Load(), "round %d: exactly one token per code", round)
+		assert.Equal(t, int64(19), lost.Load()+refused.Load())
+		// Losers whose answer comes after the winner's (here: one after the other, more of them
+		// than the lockout threshold) were racing for a valid code, not guessing.
+		for i := 0; i < pairBlockAfter; i++ {
+			resp, err := http.Post(e.hs.URL+"/zidane/pair", "application/json", bytes.NewBufferString(fmt.Sprintf(`{"code":%q,"name":"late-%d-%d"}`, code, round, i)))
+			require.NoError(t, err)
+			resp.Body.Close()
+			require.Equal(t, http.StatusUnauthorized, resp.StatusCode, "a spent code is refused like a wrong one")
+		}
+	}
+	// The address is not locked out: a new valid code still pairs.
+	code, _, err := e.st.CreatePairingCode(ctx, "chat", time.Minute)
+	require.NoError(t, err)
+	resp, err := http.Post(e.hs.URL+"/zidane/pair", "application/json", bytes.NewBufferString(fmt.Sprintf(`{"code":%q,"name":"after-the-race"}`, code)))
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode, "losing a race is not a wrong guess")
 }

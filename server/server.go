@@ -98,6 +98,10 @@ type Config struct {
 	// AllowedOrigins lists browser origins (scheme://host[:port]) allowed to connect; a request
 	// without Origin (a non-browser client) or from the server's own origin is always allowed.
 	AllowedOrigins []string
+	// AllowedHosts lists extra Host names ("name" or "name:port") a request that arrives on a
+	// loopback address may carry, beside the loopback names (the DNS-rebinding defence,
+	// docs/security.md "Host check"); for instance the public name a reverse proxy forwards.
+	AllowedHosts []string
 	// DataDir is shown in adminCommands so an operator can mint an admin token.
 	DataDir string
 	// DatabaseURL, when set, is passed to adminCommands instead of DataDir.
@@ -342,12 +346,17 @@ func (s *Server) track(c *conn, add bool) {
 // ServeHTTP answers plain HTTP (GET /healthz, /version, /protocol.json) and WebSocket upgrades
 // on any path.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	health := r.Method == http.MethodGet && (r.URL.Path == "/healthz" || r.URL.Path == "/health")
+	if !health && !s.hostAllowed(r) {
+		plainText(w, http.StatusForbidden, "Forbidden: host not allowed. This server listens on a loopback address and answers only Host names that are loopback (localhost, 127.0.0.1, [::1]) with its port; an operator can allow another name with --allowed-host.")
+		return
+	}
 	if isUpgrade(r) {
 		s.upgrade(w, r)
 		return
 	}
 	switch {
-	case r.Method == http.MethodGet && r.URL.Path == "/healthz":
+	case health: // /health is the snowpea seed's name for /healthz
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")

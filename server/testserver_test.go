@@ -41,7 +41,18 @@ var tokenSeq atomic.Int64
 // newEnv starts a server; mod may adjust the Config (limits, step delay) before New.
 func newEnv(t *testing.T, mod func(*Config)) *testEnv {
 	t.Helper()
-	st := storetest.New(t)
+	return newEnvStore(t, storetest.New(t), mod)
+}
+
+// newEnvOn starts a second server on e's database (a restart, as far as the store is concerned).
+func newEnvOn(t *testing.T, e *testEnv) *testEnv {
+	t.Helper()
+	return newEnvStore(t, e.st, nil)
+}
+
+// newEnvStore is newEnv on a given store.
+func newEnvStore(t *testing.T, st *store.Store, mod func(*Config)) *testEnv {
+	t.Helper()
 	cfg := Config{
 		WorkspaceRoots: []string{t.TempDir()},
 		Logger:         testLogger(),

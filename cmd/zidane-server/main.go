@@ -1,7 +1,8 @@
 // Command zidane-server is the operator binary: start the server, manage tokens.
 //
 //	zidane-server start [--listen 127.0.0.1:4380] [--data-dir DIR] [--database-url URL]
-//	                    [--workspace-root DIR]... [--allowed-origin ORIGIN]...
+//	                    [--workspace-root DIR]... [--allowed-origin ORIGIN]... [--allowed-host HOST]...
+//	                    [--tls-cert FILE --tls-key FILE] [--debug-listen ADDR] [--unix-socket PATH]
 //	zidane-server token create --name NAME --scope chat|admin|machine
 //	zidane-server token list
 //	zidane-server token revoke NAME
@@ -12,6 +13,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -158,6 +160,8 @@ func startCmd() *cobra.Command {
 	var allowClone, projectTerminals, allowCreateFolders bool
 	var terminalSandbox string
 	var cloneSchemes []string
+	var allowedHosts []string
+	var debugListen, tlsCert, tlsKey string
 	var model, configPath string
 	var limitFlags agent.Limits
 	var approvalTimeout time.Duration
@@ -181,6 +185,14 @@ func startCmd() *cobra.Command {
 			if err := dataDirInUse(db.dataDir); err != nil {
 				return err
 			}
+			if (tlsCert == "") != (tlsKey == "") {
+				return errors.New("--tls-cert and --tls-key go together: pass both (PEM files) to serve wss://, or neither")
+			}
+			if tlsCert != "" {
+				if _, err := tls.LoadX509KeyPair(tlsCert, tlsKey); err != nil {
+					return fmt.Errorf("--tls-cert/--tls-key: %w", err)
+				}
+			}
 			models, systemPrompt, runLimits, err := modelSettings(ctx, log, db.dataDir, configPath, model, stepDelay)
 			if err != nil {
 				return err
@@ -197,7 +209,7 @@ func startCmd() *cobra.Command {
 			}
 			defer closeDB()
 			self, cli := binaries()
-			cfg := server.Config{WorkspaceRoots: roots, AllowedOrigins: origins, DataDir: db.dataDir, StepDelay: stepDelay, Logger: log, Limits: limits, Binary: self,
+			cfg := server.Config{WorkspaceRoots: roots, AllowedOrigins: origins, AllowedHosts: allowedHosts, DataDir: db.dataDir, StepDelay: stepDelay, Logger: log, Limits: limits, Binary: self,
 				AllowClone: allowClone, CloneSchemes: cloneSchemes, ProjectTerminals: projectTerminals, AllowCreateFolders: allowCreateFolders,
 				ApprovalTimeout: approvalTimeout, Models: models, SystemPrompt: systemPrompt, RunLimits: runLimits}
 			if terminalSandbox != "" {
@@ -227,15 +239,37 @@ func startCmd() *cobra.Command {
 				defer os.Remove(unixSocket)
 			}
 			addr := ln.Addr().String()
+			scheme := "ws"
+			if tlsCert != "" {
+				scheme = "wss"
+			}
+			var dhs *http.Server
+			if debugListen != "" {
+				dln, err := server.Listen(debugListen)
+				if err != nil {
+					ln.Close()
+					return fmt.Errorf("--debug-listen: %w", err)
+				}
+				dhs = &http.Server{Handler: srv.DebugHandler(), ReadHeaderTimeout: 10 * time.Second}
+				go dhs.Serve(dln)
+				defer dhs.Close()
+				log.Info("debug address: GET /metrics without a token", "addr", dln.Addr().String())
+			}
 			// daemon.json is in place before the first request is served: a client that sees the
 			// server healthy finds it.
-			removeDaemonFile, err := writeDaemonFile(ctx, st, db.dataDir, addr, unixSocket, srv.Epoch(), log)
+			removeDaemonFile, err := writeDaemonFile(ctx, st, db.dataDir, scheme, addr, unixSocket, srv.Epoch(), log)
 			if err != nil {
 				log.Warn("daemon.json not written; local clients need ZIDANE_URL and ZIDANE_TOKEN", "err", err)
 			} else {
 				defer removeDaemonFile()
 			}
-			go func() { errc <- hs.Serve(ln) }()
+			go func() {
+				if tlsCert != "" {
+					errc <- hs.ServeTLS(ln, tlsCert, tlsKey)
+					return
+				}
+				errc <- hs.Serve(ln)
+			}()
 			if uln != nil {
 				go func() { errc <- hs.Serve(uln) }()
 			}
@@ -243,11 +277,11 @@ func startCmd() *cobra.Command {
 			if cfg.DatabaseURL != "" {
 				where = "--database-url \"$DATABASE_URL\""
 			}
-			fmt.Printf("zidane-server %s listening on ws://%s (health: http://%s/healthz)\n", server.Version, addr, addr)
+			fmt.Printf("zidane-server %s listening on %s://%s (health: %s://%s/healthz)\n", server.Version, scheme, addr, strings.Replace(scheme, "ws", "http", 1), addr)
 			fmt.Printf("host %s · signal epoch %s · workspace roots %s\n", srv.HostID(), srv.Epoch(), strings.Join(srvRoots(roots), ", "))
 			fmt.Printf("chat locally:  %s -c \"Say hello.\"   (reads %s)\n", cli, filepath.Join(db.dataDir, client.DaemonFileName))
 			fmt.Printf("mint a token:  %s token create --name cli --scope chat %s\n", self, where)
-			fmt.Printf("then chat:     ZIDANE_URL=ws://%s ZIDANE_TOKEN=<token> %s -c \"Say hello.\"\n", addr, cli)
+			fmt.Printf("then chat:     ZIDANE_URL=%s://%s ZIDANE_TOKEN=<token> %s -c \"Say hello.\"\n", scheme, addr, cli)
 			select {
 			case <-ctx.Done():
 			case err := <-errc:
@@ -269,6 +303,10 @@ func startCmd() *cobra.Command {
 	cmd.Flags().StringArrayVar(&roots, "workspace-root", nil, "folder sessions may work in (repeatable; default the current directory)")
 	cmd.Flags().StringArrayVar(&origins, "allowed-origin", nil, "browser origin allowed to connect, scheme://host[:port] (repeatable; also $ZIDANE_SERVER_ALLOWED_ORIGINS, comma-separated)")
 	cmd.Flags().StringVar(&unixSocket, "unix-socket", "", "also serve the protocol on this unix socket (mode 0600)")
+	cmd.Flags().StringArrayVar(&allowedHosts, "allowed-host", nil, "extra Host name (name or name:port) accepted on a loopback listener, e.g. the public name a reverse proxy forwards (repeatable; see docs/security.md)")
+	cmd.Flags().StringVar(&debugListen, "debug-listen", "", "serve GET /metrics without a token on this separate address (keep it private, e.g. 127.0.0.1:4381)")
+	cmd.Flags().StringVar(&tlsCert, "tls-cert", "", "PEM certificate (chain) file: serve https:// and wss:// directly (with --tls-key)")
+	cmd.Flags().StringVar(&tlsKey, "tls-key", "", "PEM private key file for --tls-cert")
 	cmd.Flags().Int64Var(&limits.MaxMessageBytes, "max-message-bytes", 16<<20, "largest WebSocket message in either direction, in bytes (larger incoming: close 1009; larger answer: -32012)")
 	cmd.Flags().IntVar(&limits.ConcurrentRequests, "concurrent-requests", 16, "requests one connection may run at once")
 	cmd.Flags().DurationVar(&limits.HelloTimeout, "hello-timeout", 30*time.Second, "close (1008) a connection that sends no ipc.hello within this time")
@@ -311,7 +349,7 @@ func dataDirInUse(dataDir string) error {
 // writeDaemonFile mints a chat token for local clients and writes <data-dir>/daemon.json (mode
 // 0600). A stale file's token (a server that did not stop cleanly) is revoked first. The returned
 // func removes the file if it is still this server's and revokes this server's token.
-func writeDaemonFile(ctx context.Context, st *store.Store, dataDir, addr, socket, epoch string, log *slog.Logger) (func(), error) {
+func writeDaemonFile(ctx context.Context, st *store.Store, dataDir, scheme, addr, socket, epoch string, log *slog.Logger) (func(), error) {
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return nil, err
 	}
@@ -337,7 +375,7 @@ func writeDaemonFile(ctx context.Context, st *store.Store, dataDir, addr, socket
 	}
 	p, _ := strconv.Atoi(port)
 	d := client.DaemonFile{
-		URL: "ws://" + net.JoinHostPort(host, port), Port: p, Socket: socket, PID: os.Getpid(),
+		URL: scheme + "://" + net.JoinHostPort(host, port), Port: p, Socket: socket, PID: os.Getpid(),
 		StartedAt: time.Now().UnixMilli(), ProtocolVersion: protocol.ProtocolVersion, Token: plain,
 	}
 	b, _ := json.MarshalIndent(d, "", "  ")

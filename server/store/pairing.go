@@ -84,13 +84,19 @@ func (s *Store) RedeemPairingCode(ctx context.Context, code, name string) (strin
 		return pgx.BeginFunc(ctx, c, func(tx pgx.Tx) error {
 			var id uuid.UUID
 			var scope string
-			err := tx.QueryRow(ctx, `SELECT id, scope FROM pairing_codes
-				WHERE hash = $1 AND used_at IS NULL AND expires_at > now() FOR UPDATE`, hashPairCode(code)).Scan(&id, &scope)
+			var used bool
+			// Parallel redemptions of one code queue on the row lock; the losers then see it
+			// used (B30) rather than missing, so they are not counted as wrong guesses.
+			err := tx.QueryRow(ctx, `SELECT id, scope, used_at IS NOT NULL FROM pairing_codes
+				WHERE hash = $1 AND expires_at > now() FOR UPDATE`, hashPairCode(code)).Scan(&id, &scope, &used)
 			if errors.Is(err, pgx.ErrNoRows) {
 				return ErrNotFound
 			}
 			if err != nil {
 				return err
+			}
+			if used {
+				return ErrPairingUsed
 			}
 			var raw [32]byte
 			if _, err := rand.Read(raw[:]); err != nil {

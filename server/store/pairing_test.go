@@ -30,7 +30,7 @@ func TestPairingCodes(t *testing.T) {
 
 	// Single use.
 	_, _, err = st.RedeemPairingCode(ctx, code, "phone2")
-	assert.ErrorIs(t, err, store.ErrNotFound)
+	assert.ErrorIs(t, err, store.ErrPairingUsed, "a used code is spent, not unknown")
 	// Unknown.
 	_, _, err = st.RedeemPairingCode(ctx, "ABCD-EFGH", "x")
 	assert.ErrorIs(t, err, store.ErrNotFound)

@@ -44,6 +44,9 @@ var (
 	ErrUnavailable = errors.New("store: database unavailable")
 	// ErrNameTaken: a live (non-revoked) token already has that name.
 	ErrNameTaken = errors.New("store: token name already in use")
+	// ErrPairingUsed: the pairing code exists but was redeemed already (for instance by a
+	// parallel redemption that won the race, field case B30). It is not a wrong guess.
+	ErrPairingUsed = errors.New("store: pairing code already used")
 	// ErrLimit: a write would pass a count limit (SetState's max); nothing was written.
 	ErrLimit = errors.New("store: limit reached")
 	// ErrInvalidScope: a token scope other than chat, admin or machine.

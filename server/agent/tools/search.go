@@ -13,7 +13,6 @@ import (
 	"strings"
 
 	"github.com/bmatcuk/doublestar/v4"
-	ignore "github.com/sabhiram/go-gitignore"
 
 	"github.com/zidane-server/zidane/server/workspace"
 )
@@ -21,60 +20,17 @@ import (
 // errStop ends a walk early (a cap was reached).
 var errStop = errors.New("stop")
 
-// ignorer answers whether a path is ignored by the .gitignore files of its folders, from the
-// workspace root down (each file's patterns apply to paths relative to its folder).
-type ignorer struct {
-	fsys  fs.FS
-	cache map[string]*ignore.GitIgnore // by folder (root-relative); nil: none
-}
-
-func newIgnorer(fsys fs.FS) *ignorer {
-	return &ignorer{fsys: fsys, cache: map[string]*ignore.GitIgnore{}}
-}
-
-func (g *ignorer) load(dir string) *ignore.GitIgnore {
-	if gi, ok := g.cache[dir]; ok {
-		return gi
-	}
-	var gi *ignore.GitIgnore
-	if b, err := fs.ReadFile(g.fsys, path.Join(dir, ".gitignore")); err == nil && len(b) <= 1<<20 {
-		gi = ignore.CompileIgnoreLines(strings.Split(string(b), "\n")...)
-	}
-	g.cache[dir] = gi
-	return gi
-}
-
-// ignored reports whether name (root-relative, slash-separated) is ignored; isDir marks folders.
-func (g *ignorer) ignored(name string, isDir bool) bool {
-	dir := path.Dir(name)
-	for {
-		if gi := g.load(dir); gi != nil {
-			rel := name
-			if dir != "." {
-				rel = strings.TrimPrefix(name, dir+"/")
-			}
-			if gi.MatchesPath(rel) || (isDir && gi.MatchesPath(rel+"/")) {
-				return true
-			}
-		}
-		if dir == "." {
-			return false
-		}
-		dir = path.Dir(dir)
-	}
-}
-
 // walkFiles walks the folder p (relative to env.Cwd) and calls fn for each regular file that is not
 // ignored, with its path relative to p ("" when p is that file) and its root-relative name. .git folders, ignored paths and
 // symbolic links are skipped; the walk never leaves the root. fn returning errStop ends the walk.
 func walkFiles(ctx context.Context, env *Env, p string, fn func(rel, name string, rp workspace.Path) error) error {
-	var ig *ignorer
+	var ig *workspace.Ignorer
 	err := env.WS.WalkDir(env.Cwd, p, func(rp workspace.Path, name string, d fs.DirEntry, err error) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 		if ig == nil {
-			ig = newIgnorer(env.WS.RootFS(rp))
+			ig = workspace.NewIgnorer(env.WS.RootFS(rp))
 		}
 		if err != nil {
 			if name == rp.Rel {
@@ -93,12 +49,12 @@ func walkFiles(ctx context.Context, env *Env, p string, fn func(rel, name string
 			return nil
 		}
 		if d.IsDir() {
-			if d.Name() == ".git" || ig.ignored(name, true) {
+			if d.Name() == ".git" || ig.Ignored(name, true) {
 				return fs.SkipDir
 			}
 			return nil
 		}
-		if !d.Type().IsRegular() || ig.ignored(name, false) {
+		if !d.Type().IsRegular() || ig.Ignored(name, false) {
 			return nil
 		}
 		return fn(rel, name, rp)
