@@ -3,7 +3,9 @@ package server
 import (
 	"context"
 	"net/http"
+	"net/http/pprof"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -62,6 +64,38 @@ func (m *metrics) observe(method string, err error) {
 // serveMetrics answers GET /metrics for unix-socket clients and admin tokens; others get 404 so
 // the endpoint is not advertised.
 func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {
+	if s.operatorOnly(w, r) {
+		s.metrics.handler.ServeHTTP(w, r)
+	}
+}
+
+// serveProfile serves net/http/pprof under /debug/pprof/ to the same callers as /metrics: the
+// unix socket, an admin token, or anyone on the operator's --debug-listen address (docs/security.md).
+func (s *Server) serveProfile(w http.ResponseWriter, r *http.Request) {
+	if s.operatorOnly(w, r) {
+		profileHandler(w, r)
+	}
+}
+
+// profileHandler routes /debug/pprof/… to net/http/pprof.
+func profileHandler(w http.ResponseWriter, r *http.Request) {
+	switch strings.TrimPrefix(r.URL.Path, "/debug/pprof/") {
+	case "cmdline":
+		pprof.Cmdline(w, r)
+	case "profile":
+		pprof.Profile(w, r)
+	case "symbol":
+		pprof.Symbol(w, r)
+	case "trace":
+		pprof.Trace(w, r)
+	default:
+		pprof.Index(w, r) // the index and the named profiles (heap, goroutine, allocs, block, mutex…)
+	}
+}
+
+// operatorOnly reports whether r may read operator data (metrics, profiles); otherwise it has
+// answered 404, so the paths do not even show to others.
+func (s *Server) operatorOnly(w http.ResponseWriter, r *http.Request) bool {
 	// Only the unix socket (mode 0600) or an admin token: a reverse proxy on the same host makes
 	// every request look like a loopback peer, so loopback proves nothing (issue 7 item 12).
 	// DebugHandler serves the same without a token on the operator's --debug-listen address.
@@ -71,10 +105,10 @@ func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {
 		tok, status := s.authenticate(r.WithContext(ctx))
 		if status != 0 || tok.Scope != string(protocol.ScopeAdmin) {
 			plainText(w, http.StatusNotFound, "Not found.")
-			return
+			return false
 		}
 	}
-	s.metrics.handler.ServeHTTP(w, r)
+	return true
 }
 
 // DebugHandler serves GET /metrics without a token, for the operator's separate --debug-listen
@@ -85,6 +119,10 @@ func (s *Server) DebugHandler() http.Handler {
 			s.metrics.handler.ServeHTTP(w, r)
 			return
 		}
-		plainText(w, http.StatusNotFound, "Not found. This debug address serves GET /metrics.")
+		if strings.HasPrefix(r.URL.Path, "/debug/pprof/") {
+			profileHandler(w, r)
+			return
+		}
+		plainText(w, http.StatusNotFound, "Not found. This debug address serves GET /metrics and /debug/pprof/.")
 	})
 }

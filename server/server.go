@@ -374,6 +374,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		})
 	case r.Method == http.MethodGet && r.URL.Path == "/metrics":
 		s.serveMetrics(w, r)
+	case strings.HasPrefix(r.URL.Path, "/debug/pprof/"):
+		s.serveProfile(w, r)
 	case r.URL.Path == "/zidane/pair":
 		s.servePair(w, r)
 	case r.URL.Path == "/zidane/media":
