@@ -292,6 +292,9 @@ func TestMediaOverHTTP(t *testing.T) {
 	resp, b = mediaGet(t, e.hs, mq(ticket, root, "big.mp4"), map[string]string{"Range": "bytes=0-"})
 	require.Equal(t, 206, resp.StatusCode)
 	require.Len(t, b, maxMediaBytes)
+	resp, b = mediaGet(t, e.hs, mq(ticket, root, "big.mp4"), map[string]string{"Range": "bytes=0 -"}) // spaces, as net/http accepts them
+	require.Equal(t, 206, resp.StatusCode)
+	require.Len(t, b, maxMediaBytes)
 	require.Equal(t, fmt.Sprintf("bytes 0-%d/%d", maxMediaBytes-1, 70<<20), resp.Header.Get("Content-Range"))
 
 	// Not media, or media in name only: never served as a document that runs scripts.
@@ -450,15 +453,18 @@ func TestSidebarPrefsSettingsAcrossRestart(t *testing.T) {
 	view := `{"filter":"mine","collapsed":[1,2],"session":"7f6b2bc1-27b2-4052-a2b7-de05d2538178","x":{"deep":null}}`
 	a.result("sidebar.setView", `{"space":"work","view":`+view+`}`)
 	a.result("sidebar.setSpace", `{"space":"work"}`)
+	a.result("sidebar.setView", `{"space":"scratch","view":{"a":1}}`)
+	a.result("sidebar.setView", `{"space":"scratch","view":null}`) // removes it
+	require.Equal(t, -32602, errCode(a.call("sidebar.setSpace", `{"space":"a\u0000b"}`)))
 	a.result("prefs.set", `{"key":"lastModel","value":"openai/gpt-4o"}`)
 	a.result("prefs.set", `{"key":"panel","value":{"width":320}}`)
 	a.result("prefs.set", `{"key":"gone","value":1}`)
 	a.result("prefs.set", `{"key":"gone","value":null}`)
 	kinds := map[string]int{}
-	for i := 0; i < 6; i++ {
+	for i := 0; i < 8; i++ {
 		kinds[b.nextSignal().kind]++
 	}
-	require.Equal(t, map[string]int{"sidebar:changed": 2, "prefs:changed": 4}, kinds)
+	require.Equal(t, map[string]int{"sidebar:changed": 4, "prefs:changed": 4}, kinds)
 
 	// Settings: read with chat, written with admin only, validated.
 	require.Equal(t, -32013, errCode(a.call("settings.set", `{"settings":{"theme":"dark"}}`)))
@@ -473,10 +479,64 @@ func TestSidebarPrefsSettingsAcrossRestart(t *testing.T) {
 	c.hello()
 	require.Equal(t, map[string]any{"lastModel": "openai/gpt-4o", "panel": map[string]any{"width": json.Number("320")}}, c.result("prefs.get", `{}`)["prefs"])
 	views := c.result("sidebar.getViews", `{}`)["views"].(map[string]any)
+	require.NotContains(t, views, "scratch")
 	got, _ := json.Marshal(views["work"])
 	require.JSONEq(t, view, string(got), "the view record is stored as given")
 	require.Equal(t, "work", c.result("sidebar.getSpace", `{}`)["space"])
 	require.Equal(t, map[string]any{"theme": "dark", "sendOnEnter": false}, c.result("settings.get", `{}`))
 	big := `"` + strings.Repeat("x", maxStateValue) + `"`
 	require.Equal(t, -32602, errCode(c.call("prefs.set", `{"key":"big","value":`+big+`}`)))
+}
+
+// TestGitDataOutsideTheRoots: a repository inside the roots whose git data lies outside (a .git
+// file or link, borrowed object stores) is refused by clone, reads and media alike, with an
+// answer that does not name the outside path (adversarial review).
+func TestGitDataOutsideTheRoots(t *testing.T) {
+	root, outside := realDir(t), realDir(t)
+	run := func(dir string, args ...string) {
+		cmd := exec.Command("git", append([]string{"-C", dir, "-c", "user.name=t", "-c", "user.email=t@example.com"}, args...)...)
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "%s", out)
+	}
+	secret := filepath.Join(outside, "repo")
+	require.NoError(t, os.MkdirAll(secret, 0o755))
+	run(secret, "init", "-q")
+	require.NoError(t, os.WriteFile(filepath.Join(secret, "s.png"), pngBytes(t), 0o644))
+	run(secret, "add", ".")
+	run(secret, "commit", "-q", "-m", "secret")
+	// A .git file and a .git link pointing out.
+	require.NoError(t, os.MkdirAll(filepath.Join(root, "gitfile"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(root, "gitfile", ".git"), []byte("gitdir: "+filepath.Join(secret, ".git")+"\n"), 0o644))
+	require.NoError(t, os.MkdirAll(filepath.Join(root, "gitlink"), 0o755))
+	require.NoError(t, os.Symlink(filepath.Join(secret, ".git"), filepath.Join(root, "gitlink", ".git")))
+	require.NoError(t, os.MkdirAll(filepath.Join(root, "gone"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(root, "gone", ".git"), []byte("gitdir: /nonexistent/x\n"), 0o644))
+	// Borrowed objects: alternates naming the outside store.
+	alt := filepath.Join(root, "alt")
+	require.NoError(t, os.MkdirAll(alt, 0o755))
+	run(alt, "init", "-q")
+	require.NoError(t, os.WriteFile(filepath.Join(alt, ".git", "objects", "info", "alternates"), []byte(filepath.Join(secret, ".git", "objects")+"\n"), 0o644))
+	head, err := exec.Command("git", "-C", secret, "rev-parse", "HEAD").Output()
+	require.NoError(t, err)
+	run(alt, "update-ref", "refs/heads/master", strings.TrimSpace(string(head)))
+
+	e, c := filesEnv(t, root, func(c *Config) { c.AllowClone = true })
+	for _, src := range []string{"gitfile", "gitlink", "alt"} {
+		m := c.call("git.clone", fmt.Sprintf(`{"url":%q,"into":%q}`, filepath.Join(root, src), "copy-"+src))
+		require.Equal(t, -32014, errCode(m), src)
+		require.NotContains(t, errMsg(m), outside, src)
+		require.NoDirExists(t, filepath.Join(root, "copy-"+src))
+	}
+	var msgs []string
+	for _, dir := range []string{"gitfile", "gitlink", "alt", "gone"} {
+		m := c.call("git.log", fmt.Sprintf(`{"cwd":%q}`, filepath.Join(root, dir)))
+		require.Equal(t, -32014, errCode(m), dir)
+		require.NotContains(t, errMsg(m), outside, dir)
+		msgs = append(msgs, strings.ReplaceAll(errMsg(m), dir, "D"))
+	}
+	require.Equal(t, msgs[0], msgs[3], "a .git file that leads nowhere answers like one that leads out")
+	ticket := strings.Repeat("m", 32)
+	c.result("files.mediaTicket", fmt.Sprintf(`{"ticket":%q}`, ticket))
+	resp, _ := mediaGet(t, e.hs, mq(ticket, alt, "s.png", "side=old"), nil)
+	require.Equal(t, 404, resp.StatusCode)
 }

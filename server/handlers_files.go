@@ -120,6 +120,9 @@ func (h fsHandler) Search(ctx context.Context, p *protocol.FsSearchParams) (*pro
 	if p.Limit != nil {
 		limit = *p.Limit
 	}
+	if strings.ContainsRune(p.Query, 0) {
+		return nil, protocol.NewInvalidParamsError("params/query: a name cannot hold a NUL character.", &protocol.InvalidParamsErrorData{Pointer: "/query"})
+	}
 	sctx, cancel := context.WithTimeout(ctx, folderSearchTime)
 	defer cancel()
 	found, truncated, err := h.s.ws.FindFolders(sctx, dirs, p.Query, limit, folderSearchMax)
@@ -146,6 +149,15 @@ func (h fsHandler) CreateFolder(ctx context.Context, p *protocol.FsCreateFolderP
 	if !filepath.IsAbs(p.Path) || name == "." || name == ".." || name == string(filepath.Separator) {
 		return nil, protocol.NewInvalidParamsError("params/path: pass the absolute path of the new folder inside the workspace roots.", &protocol.InvalidParamsErrorData{Pointer: "/path"})
 	}
+	if strings.ContainsRune(p.Path, 0) {
+		return nil, protocol.NewInvalidParamsError("params/path: a path cannot hold a NUL character.", &protocol.InvalidParamsErrorData{Pointer: "/path"})
+	}
+	if len(name) > 255 {
+		return nil, protocol.NewInvalidParamsError("params/path: a folder name has at most 255 bytes; pick a shorter name.", &protocol.InvalidParamsErrorData{Pointer: "/path"})
+	}
+	if _, err := h.s.ws.Folder(clean); err == nil {
+		return nil, protocol.NewHandlerFailedError(fmt.Sprintf("%q already exists; pick another name.", clean))
+	}
 	parent, err := h.s.folder(filepath.Dir(clean), "path")
 	if err != nil {
 		return nil, err
@@ -155,7 +167,7 @@ func (h fsHandler) CreateFolder(ctx context.Context, p *protocol.FsCreateFolderP
 	}
 	made, err := h.s.ws.MkdirAll(parent.Abs(), name, 0o755)
 	if err != nil {
-		return nil, protocol.NewHandlerFailedError(err.Error())
+		return nil, protocol.NewHandlerFailedError(fmt.Sprintf("%q could not be created; check that its parent is a writable folder inside the workspace roots.", clean))
 	}
 	e := folderEntry(made.Abs(), false)
 	return &e, nil

@@ -44,14 +44,79 @@ func (s *Server) gitRepo(ctx context.Context, cwd string) (*gitx.Repo, error) {
 	}
 	repo, err := s.git.Open(ctx, dir)
 	if err != nil {
+		if fi, lerr := os.Lstat(filepath.Join(dir, ".git")); lerr == nil && !fi.IsDir() {
+			// A .git file or link git could not follow: answer as for one that leads out, so it
+			// cannot probe what exists elsewhere.
+			return nil, protocol.NewHandlerFailedError(fmt.Sprintf("The repository of %q keeps its data outside the workspace roots (its top, git folder or object stores); use a repository wholly inside %s.", cwd, strings.Join(s.ws.Roots(), ", ")))
+		}
 		return nil, gitErr(err, dir)
 	}
-	for _, p := range []string{repo.Top, repo.GitDir, repo.CommonDir} {
-		if _, err := s.ws.Folder(p); err != nil {
-			return nil, protocol.NewHandlerFailedError(fmt.Sprintf("The repository of %q lies outside the workspace roots (%s at %s); use a repository inside %s.", cwd, "its top or git folder", p, strings.Join(s.ws.Roots(), ", ")))
-		}
+	if err := s.gitDataInside(repo.Top, repo.GitDir, repo.CommonDir); err != nil {
+		return nil, protocol.NewHandlerFailedError(fmt.Sprintf("The repository of %q keeps its data outside the workspace roots (its top, git folder or object stores); use a repository wholly inside %s.", cwd, strings.Join(s.ws.Roots(), ", ")))
 	}
 	return repo, nil
+}
+
+// errGitDataOutside: a repository's top, git folder or an object store it borrows lies outside
+// the workspace roots. Messages never name the outside path (a client must not probe with it).
+var errGitDataOutside = errors.New("git data outside the workspace roots")
+
+// gitDataInside checks that each folder lies inside the roots, and that no object store a git
+// folder borrows from (objects/info/alternates, followed through chains, at most 5 deep as git
+// does) lies outside: otherwise git reads, clones and media would copy objects from elsewhere.
+func (s *Server) gitDataInside(dirs ...string) error {
+	for _, d := range dirs {
+		if d == "" {
+			continue
+		}
+		if _, err := s.ws.Folder(d); err != nil {
+			return errGitDataOutside
+		}
+	}
+	seen := map[string]bool{}
+	var walk func(objects string, depth int) error
+	walk = func(objects string, depth int) error {
+		if seen[objects] || depth > 5 {
+			return nil
+		}
+		seen[objects] = true
+		if _, err := s.ws.Folder(objects); err != nil {
+			return errGitDataOutside
+		}
+		b, err := os.ReadFile(filepath.Join(objects, "info", "alternates"))
+		if err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				return nil
+			}
+			return errGitDataOutside // unreadable: refuse rather than guess
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			line = strings.TrimSpace(line)
+			if line == "" || strings.HasPrefix(line, "#") {
+				continue
+			}
+			if strings.HasPrefix(line, `"`) { // a quoted path: refuse rather than unquote C-style
+				return errGitDataOutside
+			}
+			alt := line
+			if !filepath.IsAbs(alt) {
+				alt = filepath.Join(objects, alt)
+			}
+			if err := walk(filepath.Clean(alt), depth+1); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for _, d := range dirs[1:] { // the git folders (dirs[0] is the top)
+		if d == "" {
+			continue
+		}
+		if err := walk(filepath.Join(d, "objects"), 0); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // gitErr turns a runner error into the answer a client can act on.
@@ -287,7 +352,7 @@ func (h gitHandler) Sync(ctx context.Context, p *protocol.GitSyncParams) (*proto
 	if err != nil {
 		return nil, err
 	}
-	res, err := h.s.git.Sync(ctx, repo.Top, func(u string) error { _, err := h.s.checkRemoteURL(u); return err })
+	res, err := h.s.git.Sync(ctx, repo.Top, func(u string) error { _, err := h.s.checkRemoteURL(ctx, u); return err })
 	if err != nil {
 		return nil, gitErr(err, repo.Top)
 	}
@@ -302,7 +367,7 @@ var (
 // checkRemoteURL applies the clone rules to a remote's URL and returns what to pass to git: a
 // URL whose scheme is on the allowlist (scp-like host:path counts as ssh), or a local path
 // (or file:// URL) inside the workspace roots, resolved.
-func (s *Server) checkRemoteURL(u string) (string, error) {
+func (s *Server) checkRemoteURL(ctx context.Context, u string) (string, error) {
 	schemes := s.cfg.CloneSchemes
 	if len(schemes) == 0 {
 		schemes = gitx.DefaultSchemes
@@ -346,6 +411,21 @@ func (s *Server) checkRemoteURL(u string) (string, error) {
 	if err != nil {
 		return "", refuse("a local path must be an existing folder inside the workspace roots")
 	}
+	// The folder is inside the roots; its git data must be too (a .git file or link, or borrowed
+	// object stores, could point elsewhere on the machine).
+	if repo, err := s.git.Open(ctx, dir); err == nil {
+		err = s.gitDataInside(repo.Top, repo.GitDir, repo.CommonDir)
+		if err != nil {
+			return "", refuse("the repository keeps its data outside the workspace roots")
+		}
+		return dir, nil
+	}
+	if _, err := os.Lstat(filepath.Join(dir, ".git")); err == nil {
+		return "", refuse("its .git cannot be read as a repository inside the workspace roots")
+	}
+	if err := s.gitDataInside(dir, dir); err != nil { // a bare repository: the folder is its git folder
+		return "", refuse("the repository keeps its data outside the workspace roots")
+	}
 	return dir, nil
 }
 
@@ -380,7 +460,7 @@ func (h gitHandler) Clone(ctx context.Context, p *protocol.GitCloneParams) (*pro
 	if c == nil {
 		return nil, errors.New("no connection")
 	}
-	src, err := s.checkRemoteURL(p.URL)
+	src, err := s.checkRemoteURL(ctx, p.URL)
 	if err != nil {
 		return nil, err
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -238,10 +239,11 @@ func (h settingsHandler) Set(ctx context.Context, p *protocol.SettingsSetParams)
 	if err := json.Unmarshal(b, &kv); err != nil {
 		return nil, err
 	}
-	if len(kv) > 0 {
-		if err := h.s.store.SetState(ctx, nsSettings, kv, 0); err != nil {
-			return nil, storeErr(err, "params/settings")
-		}
+	if len(kv) == 0 {
+		return h.s.loadSettings(ctx) // nothing to change, nothing to announce
+	}
+	if err := h.s.store.SetState(ctx, nsSettings, kv, 0); err != nil {
+		return nil, storeErr(err, "params/settings")
 	}
 	out, err := h.s.loadSettings(ctx)
 	if err != nil {
@@ -259,11 +261,23 @@ func checkValue(v json.RawMessage, member string) error {
 	return nil
 }
 
-func limitErr(err error, what string) error {
+func limitErr(err error, what, member string) error {
 	if errors.Is(err, store.ErrLimit) {
 		return protocol.NewHandlerFailedError(fmt.Sprintf("The server keeps at most %s; remove one first.", what))
 	}
-	return storeErr(err, "params/key")
+	return storeErr(err, "params/"+member)
+}
+
+// checkName refuses a key or space name Postgres cannot keep as text (NUL).
+func checkName(v, member string) error {
+	if strings.IndexByte(v, 0) >= 0 {
+		return protocol.NewInvalidParamsError(fmt.Sprintf("params/%s: a name cannot hold a NUL character.", member), &protocol.InvalidParamsErrorData{Pointer: "/" + member})
+	}
+	return nil
+}
+
+func isNull(v json.RawMessage) bool {
+	return len(v) == 0 || bytes.Equal(bytes.TrimSpace(v), []byte("null"))
 }
 
 // Get implements prefs.get.
@@ -281,11 +295,14 @@ func (h prefsHandler) Set(ctx context.Context, p *protocol.PrefsSetParams) (*pro
 	if err := checkValue(v, "value"); err != nil {
 		return nil, err
 	}
-	if bytes.Equal(bytes.TrimSpace(v), []byte("null")) || len(v) == 0 {
+	if err := checkName(p.Key, "key"); err != nil {
+		return nil, err
+	}
+	if isNull(v) {
 		v = nil
 	}
 	if err := h.s.store.SetState(ctx, nsPrefs, map[string]json.RawMessage{p.Key: v}, maxPrefs); err != nil {
-		return nil, limitErr(err, fmt.Sprintf("%d prefs", maxPrefs))
+		return nil, limitErr(err, fmt.Sprintf("%d prefs", maxPrefs), "key")
 	}
 	sig := &protocol.PrefsChangedSignal{Key: p.Key, Value: v}
 	if v == nil {
@@ -320,13 +337,21 @@ func (h sidebarHandler) GetSpace(ctx context.Context, _ *protocol.SidebarGetSpac
 	return res, nil
 }
 
-// SetView implements sidebar.setView: the record is stored as given.
+// SetView implements sidebar.setView: the record is stored as given; a null view removes the
+// space's record.
 func (h sidebarHandler) SetView(ctx context.Context, p *protocol.SidebarSetViewParams) (*protocol.SidebarSetViewResult, error) {
 	if err := checkValue(p.View, "view"); err != nil {
 		return nil, err
 	}
-	if err := h.s.store.SetState(ctx, nsSidebarView, map[string]json.RawMessage{p.Space: p.View}, maxSpaces); err != nil {
-		return nil, limitErr(err, fmt.Sprintf("%d sidebar spaces", maxSpaces))
+	if err := checkName(p.Space, "space"); err != nil {
+		return nil, err
+	}
+	v := p.View
+	if isNull(v) {
+		v = nil
+	}
+	if err := h.s.store.SetState(ctx, nsSidebarView, map[string]json.RawMessage{p.Space: v}, maxSpaces); err != nil {
+		return nil, limitErr(err, fmt.Sprintf("%d sidebar spaces (a null view removes one)", maxSpaces), "space")
 	}
 	space := p.Space
 	h.s.publishState(&protocol.SidebarChangedSignal{Space: &space, View: p.View}, connFrom(ctx))
@@ -335,6 +360,9 @@ func (h sidebarHandler) SetView(ctx context.Context, p *protocol.SidebarSetViewP
 
 // SetSpace implements sidebar.setSpace.
 func (h sidebarHandler) SetSpace(ctx context.Context, p *protocol.SidebarSetSpaceParams) (*protocol.SidebarSetSpaceResult, error) {
+	if err := checkName(p.Space, "space"); err != nil {
+		return nil, err
+	}
 	v, _ := json.Marshal(p.Space)
 	if err := h.s.store.SetState(ctx, nsSidebarSpace, map[string]json.RawMessage{"current": v}, 0); err != nil {
 		return nil, storeErr(err, "params/space")

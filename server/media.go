@@ -136,9 +136,22 @@ func (s *Server) serveMedia(w http.ResponseWriter, r *http.Request) {
 	h.Set("Content-Security-Policy", "sandbox; default-src 'none'; img-src 'self' data:; media-src 'self'; style-src 'unsafe-inline'")
 	h.Set("Cache-Control", "private, no-cache")
 	h.Set("Cross-Origin-Resource-Policy", "same-site")
-	if side != "" {
-		s.serveMediaSide(w, r, cwd, name, gitx.Side(side))
+	if side == "old" {
+		s.serveMediaSide(w, r, cwd, name, gitx.SideOld)
 		return
+	}
+	if side == "new" {
+		// The work tree's side is the file itself, streamed like a plain request; the repository
+		// must still lie inside the roots.
+		rp, err := s.ws.Resolve(cwd, name)
+		if err != nil {
+			notFound()
+			return
+		}
+		if _, err := s.gitRepo(r.Context(), filepath.Dir(rp.Abs())); err != nil {
+			notFound()
+			return
+		}
 	}
 	f, rp, err := s.ws.Open(cwd, name)
 	if err != nil {
@@ -166,9 +179,22 @@ func (s *Server) serveMedia(w http.ResponseWriter, r *http.Request) {
 	http.ServeContent(w, r, "", fi.ModTime(), f)
 }
 
-// serveMediaSide serves one side of a file's git change; the repository must lie in the roots.
+// maxSideReads bounds the committed-side reads held in memory at once (each at most
+// maxMediaBytes); further requests wait for a slot or their client to go away.
+const maxSideReads = 4
+
+var sideReads = make(chan struct{}, maxSideReads)
+
+// serveMediaSide serves the committed side of a file's git change (side=old) from memory; the
+// repository must lie in the roots.
 func (s *Server) serveMediaSide(w http.ResponseWriter, r *http.Request, cwd, name string, side gitx.Side) {
 	notFound := func() { plainText(w, http.StatusNotFound, "Not Found") }
+	select {
+	case sideReads <- struct{}{}:
+		defer func() { <-sideReads }()
+	case <-r.Context().Done():
+		return
+	}
 	rp, err := s.ws.Resolve(cwd, name)
 	if err != nil {
 		notFound()
@@ -228,6 +254,7 @@ func limitRange(w http.ResponseWriter, r *http.Request, size int64) bool {
 	if !ok {
 		return true
 	}
+	startS, endS = strings.TrimSpace(startS), strings.TrimSpace(endS) // as net/http parses it
 	var start, end int64
 	switch {
 	case startS == "": // the last N bytes
@@ -251,6 +278,9 @@ func limitRange(w http.ResponseWriter, r *http.Request, size int64) bool {
 				return true
 			}
 		}
+	}
+	if end >= size {
+		end = size - 1
 	}
 	if end-start+1 > maxMediaBytes {
 		end = start + maxMediaBytes - 1
