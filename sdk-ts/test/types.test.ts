@@ -153,6 +153,14 @@ function describeSignal(s: Signal): string {
       return `queue ${s.items.length}`
     case 'plans:snapshot':
       return `plans ${s.snapshot.plans.length} ${s.snapshot.active ?? 'none'}`
+    case 'draft:changed':
+      return `draft ${s.sessionId} ${s.text.length}`
+    case 'settings:changed':
+      return `settings ${s.settings.theme ?? 'system'}`
+    case 'prefs:changed':
+      return `pref ${s.key}`
+    case 'sidebar:changed':
+      return `sidebar ${s.space ?? s.current ?? ''}`
     default: {
       const unknownKind: never = s
       return `unknown ${(unknownKind as { kind: string }).kind}`
