@@ -35,6 +35,7 @@ import (
 	"github.com/zidane-server/zidane/client"
 	"github.com/zidane-server/zidane/protocol"
 	"github.com/zidane-server/zidane/server"
+	"github.com/zidane-server/zidane/server/agent"
 	"github.com/zidane-server/zidane/server/store"
 	"github.com/zidane-server/zidane/server/workspace/sandbox"
 )
@@ -162,6 +163,7 @@ func startCmd() *cobra.Command {
 	var allowedHosts []string
 	var debugListen, tlsCert, tlsKey string
 	var model, configPath string
+	var limitFlags agent.Limits
 	var approvalTimeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "start",
@@ -195,6 +197,7 @@ func startCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			runLimits = overrideLimits(runLimits, limitFlags)
 			ln, err := server.Listen(listen)
 			if err != nil {
 				return err
@@ -317,6 +320,10 @@ func startCmd() *cobra.Command {
 	cmd.Flags().StringVar(&terminalSandbox, "terminal-sandbox", "", "run project terminals under this sandbox policy (workspace-write, workspace-write+network, read-only); default none")
 	cmd.Flags().StringVar(&model, "model", "", "default model, provider/model (e.g. openai/gpt-4.1); default the config file's, else scripted/scripted (docs/providers.md)")
 	cmd.Flags().StringVar(&configPath, "config", "", "config file of model providers, system prompt and run limits (default <data-dir>/config.json when it exists)")
+	cmd.Flags().IntVar(&limitFlags.MaxTurns, "max-turns", 0, "model turns per run (default the config file's, else 50)")
+	cmd.Flags().DurationVar(&limitFlags.MaxWallTime, "max-run-time", 0, "wall time per run (default the config file's, else 30m)")
+	cmd.Flags().IntVar(&limitFlags.MaxOutputTokens, "max-output-tokens", 0, "output tokens per model turn (default the config file's, else 8192)")
+	cmd.Flags().IntVar(&limitFlags.MaxConcurrentRuns, "max-concurrent-runs", 0, "runs talking to a model at once, server-wide; more prompts wait (default the config file's, else 8)")
 	cmd.Flags().DurationVar(&stepDelay, "scripted-step-delay", 0, "pause between the scripted provider's streamed pieces (for demos and tests)")
 	cmd.Flags().MarkHidden("scripted-step-delay")
 	return cmd
@@ -628,4 +635,21 @@ func terminalPrepare(policy, dataDir, unixSocket string, roots []string) (func(*
 	return func(cmd *exec.Cmd) error {
 		return sb.Wrap(cmd, sandbox.Request{Policy: p, Roots: abs, SessionID: "terminals"})
 	}, nil
+}
+
+// overrideLimits applies the per-run limit flags that are set over the config file's limits.
+func overrideLimits(file, flags agent.Limits) agent.Limits {
+	if flags.MaxTurns > 0 {
+		file.MaxTurns = flags.MaxTurns
+	}
+	if flags.MaxWallTime > 0 {
+		file.MaxWallTime = flags.MaxWallTime
+	}
+	if flags.MaxOutputTokens > 0 {
+		file.MaxOutputTokens = flags.MaxOutputTokens
+	}
+	if flags.MaxConcurrentRuns > 0 {
+		file.MaxConcurrentRuns = flags.MaxConcurrentRuns
+	}
+	return file
 }

@@ -153,14 +153,15 @@ function describeSignal(s: Signal): string {
       return `queue ${s.items.length}`
     case 'plans:snapshot':
       return `plans ${s.snapshot.plans.length} ${s.snapshot.active ?? 'none'}`
+    case 'stream:progress':
+      return `progress ${s.runId} ${s.tokens}`
+    case 'session:updated':
+      return `session ${s.sessionId} ${s.deleted ? 'deleted' : s.session?.title ?? ''}`
     case 'draft:changed':
-      return `draft ${s.sessionId} ${s.text.length}`
-    case 'settings:changed':
-      return `settings ${s.settings.theme ?? 'system'}`
     case 'prefs:changed':
-      return `pref ${s.key}`
+    case 'settings:changed':
     case 'sidebar:changed':
-      return `sidebar ${s.space ?? s.current ?? ''}`
+      return s.kind
     default: {
       const unknownKind: never = s
       return `unknown ${(unknownKind as { kind: string }).kind}`
