@@ -79,6 +79,9 @@ func (f *follower) take(ev client.SignalEvent) {
 	if ev.Replayed {
 		f.repl++
 	}
+	if ev.Seq == 0 {
+		return // ephemeral (session:updated, stream:progress): outside the session's sequence
+	}
 	if last, ok := f.last[ev.SessionID]; ok && ev.Seq != last+1 {
 		f.t.Errorf("session %s: $seq %d after %d (nothing may repeat or be missing)", ev.SessionID, ev.Seq, last)
 	}

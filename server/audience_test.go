@@ -99,6 +99,8 @@ var pinnedAudiences = map[string]audience{
 	"turn:end":             {chatAndAdmin, protocol.DeliveryAll, true},
 	"run:end":              {chatAndAdmin, protocol.DeliveryAll, true},
 	"presence:changed":     {chatAndAdmin, protocol.DeliveryAll, false},
+	"session:updated":      {chatAndAdmin, protocol.DeliveryAll, false},
+	"stream:progress":      {chatAndAdmin, protocol.DeliveryAll, false},
 	"draft:changed":        {chatAndAdmin, protocol.DeliveryOthers, false},
 	"settings:changed":     {chatAndAdmin, protocol.DeliveryAll, false},
 	"prefs:changed":        {chatAndAdmin, protocol.DeliveryAll, false},

@@ -144,7 +144,7 @@ func (s *Server) sessionOut(x store.Session) *protocol.Session {
 	return &protocol.Session{
 		ID: x.ID, Title: x.Title, ProjectRoot: x.ProjectRoot, Cwd: x.Cwd, AgentID: x.AgentID,
 		Status: protocol.SessionStatus(x.Status), CreatedAt: ms(x.CreatedAt), UpdatedAt: ms(x.UpdatedAt),
-		Archived: x.Archived, HostID: s.hostID,
+		Archived: x.Archived, HostID: s.hostID, Model: optString(x.Model),
 	}
 }
 
@@ -201,19 +201,6 @@ func (s *Server) resolveCwd(cwd string) (root, dir string, err error) {
 		return "", "", protocol.NewHandlerFailedError("Folder " + err.Error())
 	}
 	return p.Root, p.Abs(), nil
-}
-
-// List implements sessions.list.
-func (h sessionsHandler) List(ctx context.Context, _ *protocol.SessionsListParams) (*protocol.SessionsListResult, error) {
-	xs, err := h.s.store.ListSessions(ctx)
-	if err != nil {
-		return nil, storeErr(err, "")
-	}
-	out := &protocol.SessionsListResult{Sessions: make([]protocol.Session, 0, len(xs))}
-	for _, x := range xs {
-		out.Sessions = append(out.Sessions, *h.s.sessionOut(x))
-	}
-	return out, nil
 }
 
 func (s *Server) getSession(ctx context.Context, id, hint string) (store.Session, error) {
@@ -328,9 +315,17 @@ func (h chatHandler) Send(ctx context.Context, p *protocol.ChatSendParams) (*pro
 	if h.s.draining.Load() {
 		return nil, protocol.NewHandlerFailedError("The server is shutting down; send the prompt again once it is back.")
 	}
+	if p.Model != nil && *p.Model != x.Model {
+		if x, err = h.s.setModel(ctx, x.ID, *p.Model, "/model"); err != nil {
+			return nil, err
+		}
+	}
 	runID, err := h.s.runs.Start(ctx, x, p.Prompt, originOf(connFrom(ctx)))
 	if err != nil {
 		return nil, agentErr(err)
+	}
+	if !x.TitleSet {
+		h.s.titleFromPrompt(x.ID, p.Prompt)
 	}
 	return &protocol.ChatSendResult{RunID: runID}, nil
 }

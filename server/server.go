@@ -99,6 +99,9 @@ type Config struct {
 	// AllowedOrigins lists browser origins (scheme://host[:port]) allowed to connect; a request
 	// without Origin (a non-browser client) or from the server's own origin is always allowed.
 	AllowedOrigins []string
+	// TokenRecheck is how often open connections' tokens are checked against the database, in
+	// case a revocation NOTIFY was lost (field case B32); default 30 s.
+	TokenRecheck time.Duration
 	// AllowedHosts lists extra Host names ("name" or "name:port") a request that arrives on a
 	// loopback address may carry, beside the loopback names (the DNS-rebinding defence,
 	// docs/security.md "Host check"); for instance the public name a reverse proxy forwards.
@@ -125,6 +128,8 @@ type Config struct {
 	Models agent.Models
 	// SystemPrompt replaces the agent's built-in system prompt (the operator's override).
 	SystemPrompt string
+	// StreamProgress turns on stream:progress signals (see agent.Config.StreamProgress).
+	StreamProgress bool
 	// RunLimits are the agent's per-run limits (turns, wall time, output tokens, concurrent runs).
 	RunLimits agent.Limits
 	// AllowClone lets chat tokens clone repositories into the workspace roots (git.clone; hello's
@@ -238,7 +243,7 @@ func New(ctx context.Context, cfg Config, st *store.Store) (*Server, error) {
 	s.runs, err = agent.New(agent.Config{
 		Store: st, Reporter: agentReporter{s}, Logger: s.log,
 		MaxMessageBytes: int(cfg.Limits.MaxMessageBytes), StepDelay: cfg.StepDelay,
-		Models: cfg.Models, SystemPrompt: cfg.SystemPrompt, Limits: cfg.RunLimits,
+		Models: cfg.Models, SystemPrompt: cfg.SystemPrompt, Limits: cfg.RunLimits, StreamProgress: cfg.StreamProgress,
 		Tools: agent.HostTools{Host: s.tools}, Workspace: ws,
 	})
 	if err != nil {
@@ -265,7 +270,8 @@ func New(ctx context.Context, cfg Config, st *store.Store) (*Server, error) {
 	s.refWatchers = map[string]*gitx.RefWatcher{}
 	s.refWatching = map[*conn]bool{}
 	s.terms = map[string]*termJob{}
-	go st.ListenTokenRevocations(base, time.Second, s.closeTokenConns)
+	go st.ListenTokenRevocations(base, time.Second, s.closeTokenConns, s.recheckTokens)
+	go s.recheckTokensEvery(cfg.TokenRecheck)
 	return s, nil
 }
 
@@ -307,6 +313,49 @@ func (s *Server) presenceSoon() {
 				s.publishPresence()
 			}
 		})
+	}
+}
+
+// recheckTokens closes (1008) the connections whose token was revoked (or deleted) while no
+// notice arrived: run after every (re)LISTEN and every Config.TokenRecheck (field case B32).
+func (s *Server) recheckTokens() {
+	s.connsMu.Lock()
+	seen := map[string]bool{}
+	var ids []string
+	for c := range s.conns {
+		if !seen[c.token.ID] {
+			seen[c.token.ID] = true
+			ids = append(ids, c.token.ID)
+		}
+	}
+	s.connsMu.Unlock()
+	ctx, cancel := context.WithTimeout(s.baseCtx, 10*time.Second)
+	defer cancel()
+	revoked, err := s.store.RevokedAmong(ctx, ids)
+	if err != nil {
+		if s.baseCtx.Err() == nil {
+			s.log.Warn("token re-check failed; retrying at the next interval", "err", err)
+		}
+		return
+	}
+	for _, id := range revoked {
+		s.closeTokenConns(id)
+	}
+}
+
+func (s *Server) recheckTokensEvery(d time.Duration) {
+	if d <= 0 {
+		d = 30 * time.Second
+	}
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.baseCtx.Done():
+			return
+		case <-t.C:
+			s.recheckTokens()
+		}
 	}
 }
 

@@ -286,13 +286,14 @@ func (c *testConn) nextSignal() signal {
 	}
 }
 
-// runSignals returns the session's signals up to and including its run:end.
+// runSignals returns the session's numbered signals up to and including its run:end (ephemeral
+// ones, which carry no $seq, are left out).
 func (c *testConn) runSignals(sessionID string) []signal {
 	c.t.Helper()
 	var out []signal
 	for {
 		s := c.nextSignal()
-		if s.session != sessionID {
+		if s.session != sessionID || s.seq == 0 { // another session's, or ephemeral (stream:progress)
 			continue
 		}
 		out = append(out, s)

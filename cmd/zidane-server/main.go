@@ -35,6 +35,7 @@ import (
 	"github.com/zidane-server/zidane/client"
 	"github.com/zidane-server/zidane/protocol"
 	"github.com/zidane-server/zidane/server"
+	"github.com/zidane-server/zidane/server/agent"
 	"github.com/zidane-server/zidane/server/store"
 	"github.com/zidane-server/zidane/server/workspace/sandbox"
 )
@@ -161,7 +162,9 @@ func startCmd() *cobra.Command {
 	var cloneSchemes []string
 	var allowedHosts []string
 	var debugListen, tlsCert, tlsKey string
+	var tokenRecheck time.Duration
 	var model, configPath string
+	var limitFlags agent.Limits
 	var approvalTimeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "start",
@@ -195,6 +198,7 @@ func startCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			runLimits = overrideLimits(runLimits, limitFlags)
 			ln, err := server.Listen(listen)
 			if err != nil {
 				return err
@@ -206,7 +210,7 @@ func startCmd() *cobra.Command {
 			}
 			defer closeDB()
 			self, cli := binaries()
-			cfg := server.Config{WorkspaceRoots: roots, AllowedOrigins: origins, AllowedHosts: allowedHosts, DataDir: db.dataDir, StepDelay: stepDelay, Logger: log, Limits: limits, Binary: self,
+			cfg := server.Config{WorkspaceRoots: roots, AllowedOrigins: origins, AllowedHosts: allowedHosts, TokenRecheck: tokenRecheck, DataDir: db.dataDir, StepDelay: stepDelay, Logger: log, Limits: limits, Binary: self,
 				AllowClone: allowClone, CloneSchemes: cloneSchemes, ProjectTerminals: projectTerminals, AllowCreateFolders: allowCreateFolders,
 				ApprovalTimeout: approvalTimeout, Models: models, SystemPrompt: systemPrompt, RunLimits: runLimits}
 			if terminalSandbox != "" {
@@ -301,6 +305,7 @@ func startCmd() *cobra.Command {
 	cmd.Flags().StringArrayVar(&origins, "allowed-origin", nil, "browser origin allowed to connect, scheme://host[:port] (repeatable; also $ZIDANE_SERVER_ALLOWED_ORIGINS, comma-separated)")
 	cmd.Flags().StringVar(&unixSocket, "unix-socket", "", "also serve the protocol on this unix socket (mode 0600)")
 	cmd.Flags().StringArrayVar(&allowedHosts, "allowed-host", nil, "extra Host name (name or name:port) accepted on a loopback listener, e.g. the public name a reverse proxy forwards (repeatable; see docs/security.md)")
+	cmd.Flags().DurationVar(&tokenRecheck, "token-recheck", 30*time.Second, "how often open connections' tokens are re-checked in the database, in case a revocation notice was lost")
 	cmd.Flags().StringVar(&debugListen, "debug-listen", "", "serve GET /metrics without a token on this separate address (keep it private, e.g. 127.0.0.1:4381)")
 	cmd.Flags().StringVar(&tlsCert, "tls-cert", "", "PEM certificate (chain) file: serve https:// and wss:// directly (with --tls-key)")
 	cmd.Flags().StringVar(&tlsKey, "tls-key", "", "PEM private key file for --tls-cert")
@@ -317,6 +322,10 @@ func startCmd() *cobra.Command {
 	cmd.Flags().StringVar(&terminalSandbox, "terminal-sandbox", "", "run project terminals under this sandbox policy (workspace-write, workspace-write+network, read-only); default none")
 	cmd.Flags().StringVar(&model, "model", "", "default model, provider/model (e.g. openai/gpt-4.1); default the config file's, else scripted/scripted (docs/providers.md)")
 	cmd.Flags().StringVar(&configPath, "config", "", "config file of model providers, system prompt and run limits (default <data-dir>/config.json when it exists)")
+	cmd.Flags().IntVar(&limitFlags.MaxTurns, "max-turns", 0, "model turns per run (default the config file's, else 50)")
+	cmd.Flags().DurationVar(&limitFlags.MaxWallTime, "max-run-time", 0, "wall time per run (default the config file's, else 30m)")
+	cmd.Flags().IntVar(&limitFlags.MaxOutputTokens, "max-output-tokens", 0, "output tokens per model turn (default the config file's, else 8192)")
+	cmd.Flags().IntVar(&limitFlags.MaxConcurrentRuns, "max-concurrent-runs", 0, "runs talking to a model at once, server-wide; more prompts wait (default the config file's, else 8)")
 	cmd.Flags().DurationVar(&stepDelay, "scripted-step-delay", 0, "pause between the scripted provider's streamed pieces (for demos and tests)")
 	cmd.Flags().MarkHidden("scripted-step-delay")
 	return cmd
@@ -628,4 +637,21 @@ func terminalPrepare(policy, dataDir, unixSocket string, roots []string) (func(*
 	return func(cmd *exec.Cmd) error {
 		return sb.Wrap(cmd, sandbox.Request{Policy: p, Roots: abs, SessionID: "terminals"})
 	}, nil
+}
+
+// overrideLimits applies the per-run limit flags that are set over the config file's limits.
+func overrideLimits(file, flags agent.Limits) agent.Limits {
+	if flags.MaxTurns > 0 {
+		file.MaxTurns = flags.MaxTurns
+	}
+	if flags.MaxWallTime > 0 {
+		file.MaxWallTime = flags.MaxWallTime
+	}
+	if flags.MaxOutputTokens > 0 {
+		file.MaxOutputTokens = flags.MaxOutputTokens
+	}
+	if flags.MaxConcurrentRuns > 0 {
+		file.MaxConcurrentRuns = flags.MaxConcurrentRuns
+	}
+	return file
 }

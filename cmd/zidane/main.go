@@ -87,6 +87,7 @@ type promptOptions struct {
 	timeout    time.Duration
 	cancelWait time.Duration
 	dataDir    string
+	model      string
 }
 
 func rootCmd(stdout, stderr io.Writer) *cobra.Command {
@@ -114,8 +115,21 @@ func rootCmd(stdout, stderr io.Writer) *cobra.Command {
 	f.DurationVar(&o.timeout, "timeout", 10*time.Minute, "give up after this long")
 	f.DurationVar(&o.cancelWait, "cancel-wait", 10*time.Second, "after Ctrl-C, how long to wait for the cancelled run to end")
 	f.StringVar(&o.dataDir, "data-dir", client.DefaultDataDir(), "where a local server's daemon.json is, used when ZIDANE_URL is not set")
-	root.AddCommand(versionCmd(stdout))
+	f.StringVar(&o.model, "model", "", "the model for this prompt and the session's next ones, provider/model (zidane models lists them)")
+	root.AddCommand(versionCmd(stdout), modelsCmd(&o, stdout, stderr))
 	return root
+}
+
+// modelsCmd lists the server's models (models.list), the default marked with *.
+func modelsCmd(o *promptOptions, stdout, stderr io.Writer) *cobra.Command {
+	return &cobra.Command{
+		Use:   "models",
+		Short: "List the models the server offers (provider/model), the default marked with *",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			return exitError{listModels(*o, stdout, stderr)}
+		},
+	}
 }
 
 func versionCmd(stdout io.Writer) *cobra.Command {

@@ -161,7 +161,11 @@ func runPrompt(o promptOptions, stdout, stderr io.Writer) int {
 	var res *protocol.ChatSendResult
 	sending.Store(true)
 	for {
-		res, err = c.ChatSend(setupCtx, &protocol.ChatSendParams{SessionID: sid, Prompt: o.prompt})
+		params := &protocol.ChatSendParams{SessionID: sid, Prompt: o.prompt}
+		if o.model != "" {
+			params.Model = &o.model
+		}
+		res, err = c.ChatSend(setupCtx, params)
 		if errors.Is(err, client.ErrNotConnected) {
 			// Not sent: wait for the connection and send it (once).
 			if werr := c.WaitConnected(setupCtx); werr == nil {
@@ -310,8 +314,8 @@ func (p *printer) take(ev client.SignalEvent) (done bool, code int) {
 	if _, ok := ev.Signal.(*protocol.RunStartSignal); ok {
 		p.inRun = true
 	}
-	if !p.inRun && head.RunID == "" {
-		return false, 0 // before this run started (an earlier run of the session)
+	if head.RunID == "" {
+		return false, 0 // not part of a run (session:updated …): every run-scoped signal carries its runId
 	}
 	if p.asJSON {
 		p.enc.Encode(ev.Raw)
@@ -426,4 +430,37 @@ func nextMarkdown(events []protocol.StreamEvent) *protocol.MarkdownEvent {
 		}
 	}
 	return nil
+}
+
+// listModels prints models.list: one model per line (id, context window), the default with *.
+func listModels(o promptOptions, stdout, stderr io.Writer) int {
+	t, code := resolveTarget(o, stderr)
+	if code != exitOK {
+		return code
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := client.Dial(ctx, t.url, client.Options{Token: t.token, AppVersion: "zidane-cli " + Version})
+	if err != nil {
+		fmt.Fprintln(stderr, "zidane:", explain(t, err))
+		return exitFailed
+	}
+	defer c.Close()
+	res, err := c.ModelsList(ctx, &protocol.ModelsListParams{})
+	if err != nil {
+		fmt.Fprintln(stderr, "zidane: models.list:", err)
+		return exitFailed
+	}
+	for _, m := range res.Models {
+		mark := " "
+		if m.IsDefault {
+			mark = "*"
+		}
+		window := ""
+		if m.ContextWindow != nil {
+			window = fmt.Sprintf("\t%d tokens", *m.ContextWindow)
+		}
+		fmt.Fprintf(stdout, "%s %s%s\n", mark, m.ID, window)
+	}
+	return exitOK
 }

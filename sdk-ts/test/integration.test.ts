@@ -68,7 +68,8 @@ test('integration: a forced disconnect mid-run resumes with nothing lost and not
   let cuts = 0
   host.client.onSignal((sig: WireSignal) => {
     if ((sig as { sessionId?: string }).sessionId !== s.id) return
-    seqs.push(sig.$seq!)
+    if (sig.$seq === undefined) return // ephemeral (session:updated, stream:progress): outside the sequence
+    seqs.push(sig.$seq)
     // Cut twice in the middle of the run: after the first streamed piece and after the tool call.
     if (sig.kind === 'event' && ((sig.event.kind === 'markdown' && cuts === 0) || (sig.event.kind === 'tool' && cuts === 1))) {
       cuts++

@@ -153,6 +153,10 @@ function describeSignal(s: Signal): string {
       return `queue ${s.items.length}`
     case 'plans:snapshot':
       return `plans ${s.snapshot.plans.length} ${s.snapshot.active ?? 'none'}`
+    case 'stream:progress':
+      return `progress ${s.runId} ${s.tokens}`
+    case 'session:updated':
+      return `session ${s.sessionId} ${s.deleted ? 'deleted' : s.session?.title ?? ''}`
     case 'draft:changed':
     case 'prefs:changed':
     case 'settings:changed':

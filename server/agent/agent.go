@@ -49,6 +49,9 @@ type Reporter interface {
 	// transport can publish presence. It must not call back into the runtime synchronously
 	// while holding its own locks in a way that could block on the runtime.
 	RunningChanged()
+	// SessionChanged says the runtime changed the session's stored state (its status), so the
+	// transport can tell every window (session:updated). Called outside the runtime's locks.
+	SessionChanged(sessionID string)
 }
 
 // Config configures a Runtime.
@@ -78,6 +81,9 @@ type Config struct {
 	SystemPrompt string
 	// Limits are the per-run limits.
 	Limits Limits
+	// StreamProgress turns on stream:progress signals (at most 4 a second per run). Off until the
+	// hub delivers ephemeral signals (no $seq) that every client expects; see issue 7.
+	StreamProgress bool
 	// Retry is the retry policy for provider errors before the first token; zero MaxRetries and
 	// BaseDelay: provider.DefaultRetry.
 	Retry provider.RetryPolicy
@@ -119,6 +125,7 @@ type run struct {
 	ctx                   context.Context
 	cancel                context.CancelFunc
 	cancelled             bool      // stopped by Cancel (not by shutdown); guarded by Runtime.mu
+	ended                 bool      // its run:end is about to go out or went out; Runtime.mu
 	streaming             bool      // the provider still runs, so a cancel can stop it; Runtime.mu
 	queuedAt              time.Time // when it was queued as a follow-up (queue.list)
 }
@@ -225,6 +232,7 @@ func (r *Runtime) launch(ctx context.Context, ru *run) error {
 		}
 		return err
 	}
+	r.rep.SessionChanged(ru.sessionID) // status running, before the run's signals
 	r.publish(&protocol.RunStartSignal{SessionID: ru.sessionID, RunID: ru.id}, ru)
 	if rs, ok := r.tools.(RunStarter); ok {
 		rs.RunStarted(wctx, ru.sessionID, ru.id, ru.origin)
@@ -364,10 +372,11 @@ func (r *Runtime) execute(ru *run) {
 	var sum protocol.RunSummary
 	var lastTurn string
 	var err error
+	slot := false
 	select {
 	case r.slots <- struct{}{}:
+		slot = true
 		sum, lastTurn, err = r.runModel(ctx, ru)
-		<-r.slots
 	case <-ctx.Done():
 		err = ctx.Err()
 	}
@@ -409,10 +418,20 @@ func (r *Runtime) execute(ru *run) {
 	if ferr := r.writer.flush(fctx); ferr != nil {
 		r.log.Error("transcript flush failed", "session", ru.sessionID, "err", ferr)
 	}
-	if serr := r.st.SetSessionStatus(fctx, ru.sessionID, status); serr != nil && !errors.Is(serr, store.ErrNotFound) {
+	serr := r.st.SetSessionStatus(fctx, ru.sessionID, status)
+	if serr != nil && !errors.Is(serr, store.ErrNotFound) {
 		r.log.Error("session status", "session", ru.sessionID, "err", serr)
 	}
+	r.mu.Lock()
+	ru.ended = true // a client that sees run:end may delete the session
+	r.mu.Unlock()
 	r.publish(end, ru)
+	if slot {
+		<-r.slots // held until run:end: the next run's model turn follows this one's end
+	}
+	if serr == nil {
+		r.rep.SessionChanged(ru.sessionID) // after run:end: the run's signals stay together
+	}
 	r.advance(ru)
 	ru.cancel()
 	r.wg.Done()
@@ -568,9 +587,13 @@ func (r *Runtime) Forget(sessionID string) {
 	r.writer.forget(sessionID)
 }
 
-// IsRunning reports whether the session has a run (running, or about to start a follow-up).
+// IsRunning reports whether the session has a run that has not sent its run:end, queued
+// follow-ups, or dropped ones still to signal.
 func (r *Runtime) IsRunning(sessionID string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.active[sessionID] != nil || len(r.pending[sessionID]) > 0
+	if ru := r.active[sessionID]; ru != nil && !ru.ended {
+		return true
+	}
+	return len(r.pending[sessionID]) > 0 || len(r.dropped[sessionID]) > 0
 }

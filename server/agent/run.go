@@ -51,6 +51,9 @@ type runError struct{ msg string }
 
 func (e *runError) Error() string { return e.msg }
 
+// progressInterval spaces a run's stream:progress signals: at most 4 a second.
+const progressInterval = 250 * time.Millisecond
+
 // errWallTime is the cause of a run context that hit Limits.MaxWallTime.
 var errWallTime = errors.New("wall time limit")
 
@@ -98,18 +101,32 @@ func (r *Runtime) runModel(ctx context.Context, ru *run) (protocol.RunSummary, s
 		var calls []provider.ToolCall
 		start := time.Now()
 		var first time.Time
+		var tokens int64 // estimated while streaming, for stream:progress
+		var lastProgress time.Time
 		res, err := prov.Stream(ctx, req, func(ev provider.Event) error {
+			now := time.Now()
 			if first.IsZero() {
-				first = time.Now()
+				first = now
 			}
 			switch e := ev.(type) {
 			case *provider.TextDelta:
+				tokens += int64(textTokens(e.Text))
 				r.emit(ru, &protocol.MarkdownEvent{Text: e.Text, Streaming: true, TurnID: turnID})
 			case *provider.ThinkingDelta:
+				tokens += int64(textTokens(e.Text))
 				r.emit(ru, &protocol.ThinkingEvent{Text: e.Text, Streaming: true, TurnID: turnID})
 			case *provider.ToolCallDone:
+				tokens += int64(textTokens(string(e.Call.Arguments)))
 				calls = append(calls, e.Call)
 				r.emit(ru, &protocol.ToolEvent{Tool: e.Call.Name, CallID: e.Call.ID, Text: callLine(e.Call), Input: e.Call.Arguments, TurnID: turnID})
+			}
+			if r.cfg.StreamProgress && now.Sub(lastProgress) >= progressInterval {
+				lastProgress = now
+				tps := 0.0 // too early to tell at the first piece
+				if secs := now.Sub(first).Seconds(); secs >= 0.05 {
+					tps = float64(int64(float64(tokens)/secs*10)) / 10
+				}
+				r.publish(&protocol.StreamProgressSignal{SessionID: ru.sessionID, RunID: ru.id, TurnID: turnID, Tokens: tokens, TokensPerSecond: tps}, ru)
 			}
 			return nil
 		})

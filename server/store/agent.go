@@ -2,7 +2,11 @@ package store
 
 import (
 	"context"
+	"encoding/base64"
+	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -176,18 +180,15 @@ type UsageRow struct {
 	UnreportedTurns       int64 // turns whose provider sent no usage (not in the token totals)
 }
 
-// UsageSummary totals turn_usage since from (zero: all), grouped by local day in zone (an IANA
-// name such as "Europe/Paris", or "" for the database's zone) and by model, plus the grand total.
-func (s *Store) UsageSummary(ctx context.Context, from time.Time, zone string) (days, models []UsageRow, total UsageRow, err error) {
-	if zone == "" {
-		zone = "UTC"
-	}
+// UsageSummary totals turn_usage since from (zero: all), grouped by day in the local time whose
+// UTC offset is offsetSeconds (days as YYYY-MM-DD) and by model, plus the grand total.
+func (s *Store) UsageSummary(ctx context.Context, from time.Time, offsetSeconds int) (days, models []UsageRow, total UsageRow, err error) {
 	q := func(ctx context.Context, c *pgxpool.Conn, key string) ([]UsageRow, error) {
-		// $2 is the zone; every key mentions it so the statement's parameters are the same.
+		// $2 is the offset; every key mentions it so the statements' parameters are the same.
 		rows, err := c.Query(ctx, `
 			SELECT `+key+` AS k, coalesce(sum(input), 0)::bigint, coalesce(sum(output), 0)::bigint,
 			       count(DISTINCT run_id), count(DISTINCT session_id), count(*), count(*) FILTER (WHERE NOT reported)
-			  FROM turn_usage WHERE created_at >= $1 AND $2::text IS NOT NULL GROUP BY 1 ORDER BY 1`, from, zone)
+			  FROM turn_usage WHERE created_at >= $1 AND $2::int IS NOT NULL GROUP BY 1 ORDER BY 1`, from, offsetSeconds)
 		if err != nil {
 			return nil, err
 		}
@@ -199,7 +200,7 @@ func (s *Store) UsageSummary(ctx context.Context, from time.Time, zone string) (
 	}
 	err = s.withConn(ctx, "usage summary", func(ctx context.Context, c *pgxpool.Conn) error {
 		var err error
-		if days, err = q(ctx, c, `to_char(created_at AT TIME ZONE $2::text, 'YYYY-MM-DD')`); err != nil {
+		if days, err = q(ctx, c, `to_char((created_at AT TIME ZONE 'UTC') + make_interval(secs => $2::int), 'YYYY-MM-DD')`); err != nil {
 			return err
 		}
 		if models, err = q(ctx, c, `model_id`); err != nil {
@@ -217,6 +218,58 @@ func (s *Store) UsageSummary(ctx context.Context, from time.Time, zone string) (
 	return days, models, total, err
 }
 
+// SessionPage is one page of ListSessionsPage.
+type SessionPage struct {
+	Sessions []Session
+	// Next is the cursor of the next page, "" on the last one.
+	Next string
+}
+
+// ListSessionsPage lists archived or not archived sessions, most recently updated first, at most
+// limit of them after cursor (a Next of an earlier page with the same archived; "" for the first
+// page). ErrBadCursor for a cursor that is not one.
+func (s *Store) ListSessionsPage(ctx context.Context, archived bool, limit int, cursor string) (SessionPage, error) {
+	var at time.Time
+	var after uuid.UUID
+	useCursor := cursor != ""
+	if useCursor {
+		raw, err := base64.RawURLEncoding.DecodeString(cursor)
+		parts := strings.Split(string(raw), "|")
+		if err != nil || len(parts) != 3 || parts[2] != strconv.FormatBool(archived) {
+			return SessionPage{}, ErrBadCursor
+		}
+		us, err1 := strconv.ParseInt(parts[0], 10, 64)
+		id, err2 := uuid.Parse(parts[1])
+		if err1 != nil || err2 != nil {
+			return SessionPage{}, ErrBadCursor
+		}
+		at, after = time.UnixMicro(us), id
+	}
+	var page SessionPage
+	err := s.withConn(ctx, "list sessions", func(ctx context.Context, c *pgxpool.Conn) error {
+		rows, err := c.Query(ctx, `SELECT `+sessionCols+` FROM sessions
+			WHERE archived = $1 AND (NOT $2 OR (date_trunc('microseconds', updated_at), id) < ($3, $4))
+			ORDER BY date_trunc('microseconds', updated_at) DESC, id DESC LIMIT $5`, archived, useCursor, at, after, limit+1)
+		if err != nil {
+			return err
+		}
+		page.Sessions, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Session, error) { return scanSession(r) })
+		return err
+	})
+	if err != nil {
+		return SessionPage{}, err
+	}
+	if len(page.Sessions) > limit {
+		page.Sessions = page.Sessions[:limit]
+		last := page.Sessions[limit-1]
+		page.Next = base64.RawURLEncoding.EncodeToString([]byte(fmt.Sprintf("%d|%s|%t", last.UpdatedAt.UnixMicro(), last.ID, archived)))
+	}
+	return page, nil
+}
+
+// ErrBadCursor: a paging cursor that this store did not give out (or for another filter).
+var ErrBadCursor = errors.New("store: not a valid cursor")
+
 // SetSessionModel sets the session's model id ("" = the server's default). ErrNotFound when the
 // session does not exist.
 func (s *Store) SetSessionModel(ctx context.Context, id, model string) (Session, error) {
@@ -229,10 +282,13 @@ func (s *Store) RenameSession(ctx context.Context, id, title string) (Session, e
 	return s.updateSession(ctx, "rename session", id, `title = $2, title_set = true`, title)
 }
 
-// TitleFromPrompt sets the title of a session whose title nobody set yet, once; it reports
-// whether it did.
-func (s *Store) TitleFromPrompt(ctx context.Context, id, title string) (Session, bool, error) {
-	x, err := s.updateSession(ctx, "title from prompt", id, `title = CASE WHEN title_set THEN title ELSE $2 END, title_set = true`, title)
+// TitleFromPrompt sets the title of a session whose title nobody set yet, once; changed says
+// whether it did (false, without error, for a session already named).
+func (s *Store) TitleFromPrompt(ctx context.Context, id, title string) (x Session, changed bool, err error) {
+	x, err = s.updateSession(ctx, "title from prompt", id, `title = $2, title_set = true`, title, `AND NOT title_set`)
+	if errors.Is(err, ErrNotFound) {
+		return Session{}, false, nil
+	}
 	return x, err == nil, err
 }
 
@@ -259,7 +315,7 @@ func (s *Store) DeleteSession(ctx context.Context, id string) error {
 	})
 }
 
-func (s *Store) updateSession(ctx context.Context, op, id, set string, arg any) (Session, error) {
+func (s *Store) updateSession(ctx context.Context, op, id, set string, arg any, where ...string) (Session, error) {
 	u, err := parseID(op, id)
 	if err != nil {
 		return Session{}, err
@@ -273,7 +329,7 @@ func (s *Store) updateSession(ctx context.Context, op, id, set string, arg any) 
 	err = s.withConn(ctx, op, func(ctx context.Context, c *pgxpool.Conn) error {
 		var err error
 		out, err = scanSession(c.QueryRow(ctx, `UPDATE sessions SET `+set+`, updated_at = greatest(now(), updated_at)
-			WHERE id = $1 RETURNING `+sessionCols, u, arg))
+			WHERE id = $1 `+strings.Join(where, " ")+` RETURNING `+sessionCols, u, arg))
 		return err
 	})
 	return out, err

@@ -29,7 +29,7 @@ func TestRevocationIsBroadcast(t *testing.T) {
 	got := make(chan string, 1)
 	lctx, lcancel := context.WithCancel(ctx)
 	defer lcancel()
-	go server.ListenTokenRevocations(lctx, 100*time.Millisecond, func(id string) { got <- id })
+	go server.ListenTokenRevocations(lctx, 100*time.Millisecond, func(id string) { got <- id }, nil)
 	// LISTEN must be in place before the revoke; retry the revoke path until one arrives.
 	time.Sleep(200 * time.Millisecond)
 	_, err = cli.RevokeToken(ctx, "laptop")

@@ -175,12 +175,45 @@ func (s *Store) RevokeTokenBy(ctx context.Context, name, actor string) (Token, e
 
 const revokeChannel = "zidane_token_revoked"
 
+// RevokedAmong returns those of ids (token ids) that are revoked or no longer exist.
+func (s *Store) RevokedAmong(ctx context.Context, ids []string) ([]string, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	var live []string
+	err := s.withConn(ctx, "check tokens", func(ctx context.Context, c *pgxpool.Conn) error {
+		rows, err := c.Query(ctx, `SELECT id::text FROM tokens WHERE id::text = ANY($1) AND revoked_at IS NULL`, ids)
+		if err != nil {
+			return err
+		}
+		live, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	alive := map[string]bool{}
+	for _, id := range live {
+		alive[id] = true
+	}
+	var out []string
+	for _, id := range ids {
+		if !alive[id] {
+			out = append(out, id)
+		}
+	}
+	return out, nil
+}
+
 // ListenTokenRevocations calls fn with the id of every token revoked by any process (the
 // `zidane-server token revoke` command included), until ctx ends. It holds one pooled connection
 // with LISTEN and reconnects after a failure, waiting retry between attempts.
-func (s *Store) ListenTokenRevocations(ctx context.Context, retry time.Duration, fn func(tokenID string)) {
+//
+// onListen, when set, runs after every (re)LISTEN: NOTIFY is fire-and-forget, so a caller re-reads
+// there what it may have missed while the listener was down (field case B32).
+func (s *Store) ListenTokenRevocations(ctx context.Context, retry time.Duration, fn func(tokenID string), onListen func()) {
 	for ctx.Err() == nil {
-		err := s.listenOnce(ctx, fn)
+		err := s.listenOnce(ctx, fn, onListen)
 		if ctx.Err() != nil {
 			return
 		}
@@ -193,7 +226,7 @@ func (s *Store) ListenTokenRevocations(ctx context.Context, retry time.Duration,
 	}
 }
 
-func (s *Store) listenOnce(ctx context.Context, fn func(string)) error {
+func (s *Store) listenOnce(ctx context.Context, fn func(string), onListen func()) error {
 	c, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return err
@@ -201,6 +234,9 @@ func (s *Store) listenOnce(ctx context.Context, fn func(string)) error {
 	defer c.Release()
 	if _, err := c.Exec(ctx, "LISTEN "+revokeChannel); err != nil {
 		return err
+	}
+	if onListen != nil {
+		go onListen()
 	}
 	for {
 		n, err := c.Conn().WaitForNotification(ctx)
