@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"github.com/zidane-server/zidane/client"
 	"github.com/zidane-server/zidane/protocol"
@@ -158,6 +159,9 @@ func startCmd() *cobra.Command {
 	var unixSocket string
 	var limits server.Limits
 	var allowClone, projectTerminals, allowCreateFolders bool
+	var sb server.SandboxConfig
+	var sbDefault string
+	var sbUnsupported []string
 	var terminalSandbox string
 	var cloneSchemes []string
 	var allowedHosts []string
@@ -179,6 +183,35 @@ func startCmd() *cobra.Command {
 						origins = append(origins, o)
 					}
 				}
+			}
+			// Runtime case R26: the server's /proc entries (environ, cmdline, fds) are not readable by
+			// other processes of its user, such as a command run under the off policy.
+			if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+				log.Warn("could not mark the process non-dumpable", "err", err)
+			}
+			pol, err := sandbox.ParsePolicy(sbDefault)
+			if err != nil {
+				return fmt.Errorf("--sandbox: %w", err)
+			}
+			sb.Default = pol
+			if env := os.Getenv("ZIDANE_SANDBOX_UNSUPPORTED"); env != "" {
+				sbUnsupported = append(sbUnsupported, strings.Split(env, ",")...)
+			}
+			for _, f := range sbUnsupported {
+				sb.Unsupported = append(sb.Unsupported, sandbox.Feature(strings.TrimSpace(f)))
+			}
+			if unixSocket != "" {
+				sb.Hide = append(sb.Hide, unixSocket)
+			}
+			if terminalSandbox != "" {
+				tp, err := sandbox.ParsePolicy(terminalSandbox)
+				if err != nil {
+					return fmt.Errorf("--terminal-sandbox: %w", err)
+				}
+				if tp == sandbox.Off {
+					return errors.New("--terminal-sandbox off: leave the flag out to run terminals without a sandbox")
+				}
+				sb.TerminalPolicy = tp
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
@@ -212,15 +245,7 @@ func startCmd() *cobra.Command {
 			self, cli := binaries()
 			cfg := server.Config{WorkspaceRoots: roots, AllowedOrigins: origins, AllowedHosts: allowedHosts, TokenRecheck: tokenRecheck, DataDir: db.dataDir, StepDelay: stepDelay, Logger: log, Limits: limits, Binary: self,
 				AllowClone: allowClone, CloneSchemes: cloneSchemes, ProjectTerminals: projectTerminals, AllowCreateFolders: allowCreateFolders,
-				ApprovalTimeout: approvalTimeout, Models: models, SystemPrompt: systemPrompt, RunLimits: runLimits}
-			if terminalSandbox != "" {
-				prep, err := terminalPrepare(terminalSandbox, db.dataDir, unixSocket, roots)
-				if err != nil {
-					ln.Close()
-					return err
-				}
-				cfg.TerminalPrepare = prep
-			}
+				ApprovalTimeout: approvalTimeout, Models: models, SystemPrompt: systemPrompt, RunLimits: runLimits, Sandbox: sb}
 			if db.databaseURL != "" {
 				cfg.DatabaseURL = db.databaseURL
 			}
@@ -319,6 +344,15 @@ func startCmd() *cobra.Command {
 	cmd.Flags().StringArrayVar(&cloneSchemes, "clone-scheme", nil, "URL scheme git.clone and git.sync accept (repeatable; default https and ssh; local paths inside the roots always)")
 	cmd.Flags().BoolVar(&projectTerminals, "project-terminals", false, "let admin tokens run terminals in the workspace roots (see docs/security.md)")
 	cmd.Flags().DurationVar(&approvalTimeout, "approval-timeout", 30*time.Minute, "how long a tool approval request waits for an answer before it expires as a denial")
+	cmd.Flags().StringVar(&sbDefault, "sandbox", string(sandbox.WorkspaceWrite), "default sandbox policy of the agent's commands: workspace-write, workspace-write+network, read-only, or off (needs --sandbox-allow-off); an admin token changes it per session (sessions.setSandbox)")
+	cmd.Flags().BoolVar(&sb.AllowOff, "sandbox-allow-off", false, "allow the off policy (commands run without a sandbox, with the server's user's rights) as default or per session")
+	cmd.Flags().Uint64Var(&sb.Limits.CPUSeconds, "sandbox-cpu-seconds", sandbox.DefaultLimits.CPUSeconds, "CPU seconds per process of a sandboxed command (RLIMIT_CPU)")
+	cmd.Flags().Uint64Var(&sb.Limits.MemoryBytes, "sandbox-memory-bytes", sandbox.DefaultLimits.MemoryBytes, "address space per process of a sandboxed command, in bytes (RLIMIT_AS)")
+	cmd.Flags().Uint64Var(&sb.Limits.Processes, "sandbox-processes", sandbox.DefaultLimits.Processes, "processes and threads of one sandboxed command together")
+	cmd.Flags().Uint64Var(&sb.Limits.FileBytes, "sandbox-file-bytes", sandbox.DefaultLimits.FileBytes, "largest file a sandboxed command may write, in bytes (RLIMIT_FSIZE)")
+	cmd.Flags().StringArrayVar(&sb.Hide, "sandbox-hide", nil, "another file or folder sandboxed commands must not see (repeatable; the data dir is always hidden)")
+	cmd.Flags().StringArrayVar(&sbUnsupported, "sandbox-unsupported", nil, "treat a kernel feature as missing: landlock, namespaces, netns or all (repeatable; also $ZIDANE_SANDBOX_UNSUPPORTED, comma-separated; for tests)")
+	cmd.Flags().MarkHidden("sandbox-unsupported")
 	cmd.Flags().StringVar(&terminalSandbox, "terminal-sandbox", "", "run project terminals under this sandbox policy (workspace-write, workspace-write+network, read-only); default none")
 	cmd.Flags().StringVar(&model, "model", "", "default model, provider/model (e.g. openai/gpt-4.1); default the config file's, else scripted/scripted (docs/providers.md)")
 	cmd.Flags().StringVar(&configPath, "config", "", "config file of model providers, system prompt and run limits (default <data-dir>/config.json when it exists)")
@@ -599,44 +633,6 @@ func fmtTime(t *time.Time) string {
 		return "-"
 	}
 	return t.Format(time.RFC3339)
-}
-
-// terminalPrepare builds the hook that runs every project terminal under the sandbox policy
-// named policy (the operator's --terminal-sandbox): the server's data dir and unix socket are
-// hidden, and terminals share the scratch directory <data-dir>/sandbox/terminals. A policy this
-// machine cannot enforce refuses the start.
-func terminalPrepare(policy, dataDir, unixSocket string, roots []string) (func(*exec.Cmd) error, error) {
-	p, err := sandbox.ParsePolicy(policy)
-	if err != nil {
-		return nil, fmt.Errorf("--terminal-sandbox: %w", err)
-	}
-	if p == sandbox.Off {
-		return nil, errors.New("--terminal-sandbox off: leave the flag out to run terminals without a sandbox")
-	}
-	hide := []string{dataDir}
-	if unixSocket != "" {
-		hide = append(hide, unixSocket)
-	}
-	sb, err := sandbox.New(sandbox.Options{ScratchBase: filepath.Join(dataDir, "sandbox"), Hide: hide})
-	if err != nil {
-		return nil, err
-	}
-	if err := sb.Check(p); err != nil {
-		return nil, fmt.Errorf("--terminal-sandbox: %w", err)
-	}
-	var abs []string
-	for _, r := range srvRoots(roots) {
-		a, err := filepath.Abs(r)
-		if err == nil {
-			if d, err := filepath.EvalSymlinks(a); err == nil {
-				a = d
-			}
-		}
-		abs = append(abs, a)
-	}
-	return func(cmd *exec.Cmd) error {
-		return sb.Wrap(cmd, sandbox.Request{Policy: p, Roots: abs, SessionID: "terminals"})
-	}, nil
 }
 
 // overrideLimits applies the per-run limit flags that are set over the config file's limits.
