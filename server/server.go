@@ -436,6 +436,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.serveProfile(w, r)
 	case r.URL.Path == "/zidane/pair":
 		s.servePair(w, r)
+	case r.URL.Path == "/zidane/token":
+		s.serveTokenCheck(w, r)
 	case r.URL.Path == "/zidane/media":
 		s.serveMedia(w, r)
 	case r.Method == http.MethodGet && r.URL.Path == "/protocol.json":
