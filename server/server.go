@@ -28,6 +28,7 @@ import (
 	"github.com/zidane-server/zidane/server/store"
 	"github.com/zidane-server/zidane/server/workspace"
 	"github.com/zidane-server/zidane/server/workspace/gitx"
+	"github.com/zidane-server/zidane/server/workspace/sandbox"
 )
 
 // Version is the server's application version, reported in hello and GET /version.
@@ -146,6 +147,8 @@ type Config struct {
 	// TerminalPrepare, when set, changes each terminal's command before it starts: the hook
 	// through which terminals run under the operator's sandbox policy. An error refuses the start.
 	TerminalPrepare func(*exec.Cmd) error
+	// Sandbox configures the OS sandbox of the agent's commands (issue 14).
+	Sandbox SandboxConfig
 }
 
 // Server is one zidane-server process.
@@ -191,6 +194,10 @@ type Server struct {
 	// bgWG counts the clones and terminal watchers running in the background; Shutdown waits
 	// for them (their connections are closed, so they are ending).
 	bgWG sync.WaitGroup
+
+	// sandbox runs the agent's commands (server/sandbox.go); host caches host.info.
+	sandbox *sandbox.Sandbox
+	host    hostCache
 }
 
 // compile-time check that the server implements every generated handler interface.
@@ -251,6 +258,10 @@ func New(ctx context.Context, cfg Config, st *store.Store) (*Server, error) {
 		cfg.Logger.Warn("sessions were left running by a previous process that stopped without ending them; marked interrupted", "sessions", len(ids))
 	}
 	s.handlers = &handlers{s: s}
+	if err := s.newSandbox(); err != nil {
+		stop()
+		return nil, fmt.Errorf("sandbox: %w", err)
+	}
 	s.git = &gitx.Runner{Schemes: cfg.CloneSchemes}
 	s.clones = map[string]*cloneJob{}
 	s.media = newMediaTickets()
@@ -425,6 +436,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.serveProfile(w, r)
 	case r.URL.Path == "/zidane/pair":
 		s.servePair(w, r)
+	case r.URL.Path == "/zidane/token":
+		s.serveTokenCheck(w, r)
 	case r.URL.Path == "/zidane/media":
 		s.serveMedia(w, r)
 	case r.Method == http.MethodGet && r.URL.Path == "/protocol.json":

@@ -164,6 +164,9 @@ func (r *Runtime) runModel(ctx context.Context, ru *run) (protocol.RunSummary, s
 				if res.Diff != "" {
 					ev.Diff = &res.Diff
 				}
+				if res.Sandbox != "" {
+					ev.Sandbox = ptr(protocol.SandboxPolicy(res.Sandbox))
+				}
 				r.emit(ru, ev)
 			}
 			if err := ctx.Err(); err != nil {

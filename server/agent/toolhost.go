@@ -57,6 +57,9 @@ type HostResult struct {
 	IsError bool
 	// Diff is the unified diff an edit made (tool-result events carry it), "" otherwise.
 	Diff string
+	// Sandbox is the sandbox policy exec's command ran under (tool-result events carry it), ""
+	// otherwise.
+	Sandbox string
 }
 
 func (h *ToolHost) registry() *tools.Registry {
@@ -107,7 +110,7 @@ func (h *ToolHost) Do(ctx context.Context, c HostCall) HostResult {
 		return HostResult{Text: err.Error(), IsError: true}
 	}
 	res := h.gateAndRun(ctx, c, tool, checked, env, input)
-	return HostResult{Text: res.Content, IsError: res.IsError, Diff: res.Diff}
+	return HostResult{Text: res.Content, IsError: res.IsError, Diff: res.Diff, Sandbox: res.Sandbox}
 }
 
 // gateAndRun applies the approval rules to a checked call and runs it when they let it.

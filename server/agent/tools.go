@@ -31,6 +31,9 @@ type ToolResult struct {
 	IsError bool
 	// Diff is the unified diff an edit made ("" otherwise); the tool-result event carries it.
 	Diff string
+	// Sandbox is the sandbox policy exec's command ran under ("" otherwise); the tool-result
+	// event carries it.
+	Sandbox string
 }
 
 // ToolRunner is the run loop's seam to the tools (server/agent/tools implements the real ones).
@@ -67,7 +70,7 @@ func (h HostTools) Tools(store.Session) []provider.Tool { return h.Host.Specs() 
 // Run implements ToolRunner.
 func (h HostTools) Run(ctx context.Context, c ToolCall) ToolResult {
 	res := h.Host.Do(ctx, HostCall{Session: c.Session, RunID: c.RunID, TurnID: c.TurnID, Origin: c.Origin, Call: c.Call})
-	return ToolResult{Text: res.Text, IsError: res.IsError, Diff: res.Diff}
+	return ToolResult{Text: res.Text, IsError: res.IsError, Diff: res.Diff, Sandbox: res.Sandbox}
 }
 
 // RunStarted implements RunStarter: the session's plans:snapshot follows run:start.

@@ -129,7 +129,10 @@ func (s *Store) migrate(ctx context.Context) error {
 		return fmt.Errorf("store: migrations: %w", err)
 	}
 	p, err := goose.NewProvider(goose.DialectPostgres, db, sub,
-		goose.WithSessionLocker(locker), goose.WithDisableGlobalRegistry(true))
+		goose.WithSessionLocker(locker), goose.WithDisableGlobalRegistry(true),
+		// Parallel branches number their migrations apart (00020, 00030, …) and may land in any
+		// order: a database that has a later one still gets an earlier one that lands after it.
+		goose.WithAllowOutofOrder(true))
 	if err != nil {
 		return fmt.Errorf("store: migrations: %w", err)
 	}

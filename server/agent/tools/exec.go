@@ -60,15 +60,23 @@ type LaunchRequest struct {
 // cancel and timeout; the tool sets it again if a launcher clears it) and must not replace
 // cmd.Env with anything holding the server's secrets. Output goes through cmd.Stdout/Stderr,
 // which the tool sets.
+// Prepare answers how it prepared the command (the tool result says it); an error refuses the
+// command, which then does not run.
 type Launcher interface {
-	Prepare(cmd *exec.Cmd, req LaunchRequest) error
+	Prepare(cmd *exec.Cmd, req LaunchRequest) (Launched, error)
+}
+
+// Launched says how a Launcher prepared a command.
+type Launched struct {
+	// Sandbox names the sandbox policy the command runs under ("" when it runs without one).
+	Sandbox string
 }
 
 // LauncherFunc adapts a function to Launcher.
-type LauncherFunc func(cmd *exec.Cmd, req LaunchRequest) error
+type LauncherFunc func(cmd *exec.Cmd, req LaunchRequest) (Launched, error)
 
 // Prepare implements Launcher.
-func (f LauncherFunc) Prepare(cmd *exec.Cmd, req LaunchRequest) error { return f(cmd, req) }
+func (f LauncherFunc) Prepare(cmd *exec.Cmd, req LaunchRequest) (Launched, error) { return f(cmd, req) }
 
 // Exec is the exec tool: `bash -c command` in the session's folder.
 type Exec struct{}
@@ -149,10 +157,11 @@ func (Exec) Run(ctx context.Context, env *Env, input json.RawMessage) (*Result, 
 	defer pr.Close()
 	cmd.Stdout, cmd.Stderr = pw, pw
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	var launched Launched
 	if cfg.Launcher != nil {
-		if err := cfg.Launcher.Prepare(cmd, LaunchRequest{Command: in.Command, Dir: dir, Roots: env.WS.Roots(), SessionID: env.SessionID}); err != nil {
+		if launched, err = cfg.Launcher.Prepare(cmd, LaunchRequest{Command: in.Command, Dir: dir, Roots: env.WS.Roots(), SessionID: env.SessionID}); err != nil {
 			pw.Close()
-			return failure(failf("exec: the command could not be prepared to run: %v", err)), nil
+			return &Result{Content: fmt.Sprintf("exec: the command did not run: %v", err), IsError: true, Sandbox: launched.Sandbox}, nil
 		}
 		if cmd.SysProcAttr == nil {
 			cmd.SysProcAttr = &syscall.SysProcAttr{}
@@ -217,7 +226,7 @@ func (Exec) Run(ctx context.Context, env *Env, input json.RawMessage) (*Result, 
 	if text != "" && !strings.HasSuffix(text, "\n") {
 		b.WriteByte('\n')
 	}
-	res := &Result{Truncated: cut}
+	res := &Result{Truncated: cut, Sandbox: launched.Sandbox}
 	code := cmd.ProcessState.ExitCode()
 	switch {
 	case why == "timeout":
@@ -234,6 +243,9 @@ func (Exec) Run(ctx context.Context, env *Env, input json.RawMessage) (*Result, 
 		res.IsError = true
 	default:
 		fmt.Fprintf(&b, "[exit code 0, %s]", time.Since(start).Round(time.Millisecond))
+	}
+	if launched.Sandbox != "" {
+		fmt.Fprintf(&b, " [sandbox %s]", launched.Sandbox)
 	}
 	res.Content = b.String()
 	if why == "cancel" {

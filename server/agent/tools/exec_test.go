@@ -109,11 +109,11 @@ func TestExecBasics(t *testing.T) {
 func TestExecLauncher(t *testing.T) {
 	f := newFixture(t)
 	var seen LaunchRequest
-	f.env.Config.Launcher = LauncherFunc(func(cmd *exec.Cmd, req LaunchRequest) error {
+	f.env.Config.Launcher = LauncherFunc(func(cmd *exec.Cmd, req LaunchRequest) (Launched, error) {
 		seen = req
 		cmd.Args = append([]string{cmd.Args[0], "-c", "echo wrapped; " + cmd.Args[2]}, cmd.Args[3:]...)
 		cmd.SysProcAttr = nil
-		return nil
+		return Launched{Sandbox: "test-policy"}, nil
 	})
 	res := f.run(t, "exec", `{"command":"echo inner; ps -o pgid= -p $$; ps -o pid= -p $$"}`)
 	require.False(t, res.IsError, res.Content)
@@ -124,6 +124,8 @@ func TestExecLauncher(t *testing.T) {
 	assert.Equal(t, "echo inner; ps -o pgid= -p $$; ps -o pid= -p $$", seen.Command)
 	assert.Equal(t, f.ws, seen.Dir.Abs())
 	assert.Equal(t, []string{f.ws}, seen.Roots)
+	assert.Equal(t, "test-policy", res.Sandbox)
+	assert.Contains(t, res.Content, "[sandbox test-policy]")
 }
 
 // TestRuntimeCase_R26_ExecEnvironmentHasNoSecrets: the child environment is an allowlist.

@@ -88,6 +88,9 @@ type Result struct {
 	Diff string
 	// Truncated is true when Content was cut.
 	Truncated bool
+	// Sandbox is the sandbox policy exec's command ran under ("" for other tools, or without a
+	// sandbox).
+	Sandbox string
 }
 
 // Failure is a tool error a model can read: what went wrong and what to do.

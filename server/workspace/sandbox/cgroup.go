@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"time"
 )
 
 // RLIMIT_NPROC is not enforced for host root's processes (the kernel exempts the root user
@@ -83,21 +84,32 @@ func hasWord(s, w string) bool {
 
 var cgroupSeq atomic.Uint64
 
+// cgroupKeep is how long a command's cgroup is kept before it may be removed once empty: a
+// cgroup is empty from its creation until its launcher joins it, and another command (or another
+// server) must not remove it meanwhile.
+const cgroupKeep = time.Minute
+
 // newPidsCgroup makes a cgroup under base allowing at most max tasks, and returns its
-// cgroup.procs file (for the launcher to join). Empty cgroups of finished commands are removed
-// first.
+// cgroup.procs file (for the launcher to join). Empty cgroups older than cgroupKeep (of finished
+// commands) are removed first.
 func newPidsCgroup(base string, max uint64) (string, error) {
 	if err := os.MkdirAll(base, 0o755); err != nil {
 		return "", err
 	}
+	now := time.Now()
 	if ents, err := os.ReadDir(base); err == nil {
 		for _, e := range ents {
-			if e.IsDir() {
+			// Names are p<pid>-<seq>-<unix seconds of creation>.
+			parts := strings.Split(e.Name(), "-")
+			if !e.IsDir() || len(parts) != 3 {
+				continue
+			}
+			if at, err := strconv.ParseInt(parts[2], 10, 64); err == nil && now.Sub(time.Unix(at, 0)) > cgroupKeep {
 				_ = os.Remove(filepath.Join(base, e.Name())) // fails while tasks remain
 			}
 		}
 	}
-	dir := filepath.Join(base, fmt.Sprintf("p%d-%d", os.Getpid(), cgroupSeq.Add(1)))
+	dir := filepath.Join(base, fmt.Sprintf("p%d-%d-%d", os.Getpid(), cgroupSeq.Add(1), now.Unix()))
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return "", err
 	}

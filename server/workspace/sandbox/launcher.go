@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/landlock-lsm/go-landlock/landlock"
@@ -24,6 +25,7 @@ import (
 func Main() {
 	switch os.Getenv(stageEnv) {
 	case "":
+		hooked.Store(true)
 		return
 	case "init":
 		os.Exit(initStage())
@@ -36,6 +38,13 @@ func Main() {
 		os.Exit(125)
 	}
 }
+
+// hooked is set by Main: without the hook, re-executing the binary would not reach the launcher
+// (a test binary would run its tests again), so nothing is launched.
+var hooked atomic.Bool
+
+// errNoHook refuses a launch from a program that did not call Main.
+var errNoHook = errors.New("sandbox: the launcher hook is not installed: call sandbox.Main() first thing in main (and in TestMain)")
 
 // exitSetup is the exit status of a command whose sandbox could not be built (as env(1) and
 // container runtimes use 125); the reason is on stderr, prefixed "zidane-sandbox:".
@@ -134,6 +143,23 @@ func buildMounts(sp *launchSpec) error {
 			devs[d] = fd
 		}
 	}
+	if _, ok := devs["null"]; !ok {
+		return errors.New("no /dev/null")
+	}
+	// A command on a host terminal (a project terminal) keeps that terminal, and only it.
+	ttys := map[string]int{}
+	for fd := 0; fd < 3; fd++ {
+		name, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", fd))
+		if err != nil || !strings.HasPrefix(name, "/dev/pts/") || strings.Contains(name[len("/dev/pts/"):], "/") {
+			continue
+		}
+		if _, ok := ttys[name[len("/dev/"):]]; ok {
+			continue
+		}
+		if h, err := unix.Open(name, unix.O_PATH|unix.O_CLOEXEC, 0); err == nil {
+			ttys[name[len("/dev/"):]] = h
+		}
+	}
 	if err := unix.MountSetattr(-1, "/", unix.AT_RECURSIVE, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}); err != nil {
 		return fmt.Errorf("read-only /: %w", err)
 	}
@@ -200,7 +226,7 @@ func buildMounts(sp *launchSpec) error {
 			}
 		}
 	}
-	if err := minimalDev(devs); err != nil {
+	if err := minimalDev(devs, ttys); err != nil {
 		return fmt.Errorf("/dev: %w", err)
 	}
 	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
@@ -210,6 +236,9 @@ func buildMounts(sp *launchSpec) error {
 		unix.Close(fd)
 	}
 	for _, fd := range devs {
+		unix.Close(fd)
+	}
+	for _, fd := range ttys {
 		unix.Close(fd)
 	}
 	return unix.Chdir("/")
@@ -224,9 +253,10 @@ func bindFD(fd int, target string, rec bool) error {
 	return unix.Mount(fmt.Sprintf("/proc/self/fd/%d", fd), target, "", flags, "")
 }
 
-// minimalDev replaces /dev with a tmpfs holding only the harmless devices, a private devpts
-// and a private /dev/shm: no disk, no memory device, no host terminal but the controlling one.
-func minimalDev(devs map[string]int) error {
+// minimalDev replaces /dev with a tmpfs holding only the harmless devices, a private devpts (or,
+// for a command on a host terminal, that terminal alone) and a private /dev/shm: no disk, no
+// memory device, no other terminal of the host.
+func minimalDev(devs, ttys map[string]int) error {
 	if err := unix.Mount("tmpfs", "/dev", "tmpfs", unix.MS_NOSUID|unix.MS_NOEXEC, "mode=0755,size=64k,nr_inodes=256"); err != nil {
 		return err
 	}
@@ -246,8 +276,25 @@ func minimalDev(devs map[string]int) error {
 			return err
 		}
 	}
-	if err := unix.Mount("devpts", "/dev/pts", "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620"); err != nil {
-		return fmt.Errorf("devpts: %w", err)
+	if len(ttys) == 0 {
+		if err := unix.Mount("devpts", "/dev/pts", "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620"); err != nil {
+			return fmt.Errorf("devpts: %w", err)
+		}
+	} else {
+		if err := unix.Mount("tmpfs", "/dev/pts", "tmpfs", unix.MS_NOSUID|unix.MS_NOEXEC, "mode=0755,size=16k,nr_inodes=64"); err != nil {
+			return fmt.Errorf("pts: %w", err)
+		}
+		for name, fd := range ttys {
+			p := "/dev/" + name
+			f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY, 0o620)
+			if err != nil {
+				return err
+			}
+			f.Close()
+			if err := bindFD(fd, p, false); err != nil {
+				return fmt.Errorf("%s: %w", p, err)
+			}
+		}
 	}
 	if err := unix.Mount("tmpfs", "/dev/shm", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=1777,size=64m"); err != nil {
 		return fmt.Errorf("shm: %w", err)

@@ -165,6 +165,9 @@ func unixSockets(skip string) []string {
 
 // prepare points cmd at the launcher with sp.
 func prepare(cmd *exec.Cmd, sp *launchSpec) error {
+	if !hooked.Load() {
+		return errNoHook
+	}
 	raw, err := json.Marshal(sp)
 	if err != nil {
 		return err
