@@ -350,3 +350,23 @@ func TestClientCase_C12_RevokedTokenStopsTheCLI(t *testing.T) {
 	assert.NotContains(t, cli.stderr.String(), "reconnecting")
 	assert.Equal(t, 1, px.Accepted(), "no retry after a revocation")
 }
+
+// TestCLIDaemonFileNamingNoServerExits2: daemon.json names a live zidane-server process but an
+// address where nothing answers (a reused data dir, a killed server not yet reaped): the CLI says
+// so and exits 2, "no server found", as the README documents.
+func TestCLIDaemonFileNamingNoServerExits2(t *testing.T) {
+	s := startServer(t, serverOpts{dbURL: storetest.URL(t)})
+	data := t.TempDir()
+	d := map[string]any{"url": "ws://" + freeAddr(t), "port": 1, "pid": s.cmd.Process.Pid, "startedAt": 1, "protocolVersion": 16, "token": "zds_stale"}
+	b, _ := json.Marshal(d)
+	require.NoError(t, os.WriteFile(filepath.Join(data, "daemon.json"), b, 0o600))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cli := exec.CommandContext(ctx, cliBin, "-c", "Hello?")
+	cli.Env = env(true, "ZIDANE_SERVER_HOME="+data)
+	out, err := cli.CombinedOutput()
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee, "%s", out)
+	assert.Equal(t, 2, ee.ExitCode(), "%s", out)
+	assert.Contains(t, string(out), "no server answers")
+}

@@ -49,6 +49,12 @@ func resolveTarget(o promptOptions, stderr io.Writer) (target, int) {
 	return t, exitOK
 }
 
+// noServer reports whether err says that nothing answers at the address daemon.json names (a
+// stale file: exit 2, "no server found", as for a missing file).
+func noServer(t target, err error) bool {
+	return t.daemonFile != "" && !errors.Is(err, client.ErrDisconnected) && strings.Contains(err.Error(), "dial")
+}
+
 // explain turns a client error into what the user should know and do.
 func explain(t target, err error) string {
 	var hc *client.HostChangedError
@@ -62,7 +68,7 @@ func explain(t target, err error) string {
 		return fmt.Sprintf("the server refused the connection (403 forbidden): %v", err)
 	case errors.As(err, &hc):
 		return err.Error()
-	case t.daemonFile != "" && !errors.Is(err, client.ErrDisconnected) && strings.Contains(err.Error(), "dial"):
+	case noServer(t, err):
 		return fmt.Sprintf("no server answers at %s, which %s names: %v. The file is stale if that server is gone: start it again (`make run` or `zidane-server start`), or set ZIDANE_URL and ZIDANE_TOKEN", t.url, t.daemonFile, err)
 	}
 	return err.Error()
@@ -138,6 +144,9 @@ func runPrompt(o promptOptions, stdout, stderr io.Writer) int {
 			return exitInterrupted
 		}
 		fmt.Fprintln(stderr, "zidane:", explain(t, err))
+		if noServer(t, err) {
+			return exitUsage
+		}
 		return exitFailed
 	}
 
