@@ -224,48 +224,146 @@ func (h sessionsHandler) Get(ctx context.Context, p *protocol.SessionsGetParams)
 	return h.s.sessionOut(x), nil
 }
 
-// LoadEvents implements sessions.loadEvents (seed "Paging").
+// snapshotAt reads a session's transcript extent, its streaming block and the $seq watermark at
+// one moment (agent.Runtime.Consistent states the invariant): every signal of the session with
+// $seq <= seq has its content before mark or in open, none after seq has.
+func (s *Server) snapshotAt(ctx context.Context, sessionID string) (mark store.Mark, open protocol.StreamEvent, seq int64, epoch string, err error) {
+	err = s.runs.Consistent(ctx, sessionID, func(o protocol.StreamEvent) error {
+		seq, epoch = s.hub.watermark(sessionID)
+		open = o
+		var err error
+		mark, err = s.store.TranscriptMark(ctx, sessionID)
+		return err
+	})
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		if errors.Is(err, store.ErrBusy) || errors.Is(err, store.ErrUnavailable) || errors.Is(err, context.Canceled) {
+			return mark, nil, 0, "", storeErr(err, "")
+		}
+		return mark, nil, 0, "", protocol.NewHandlerFailedError("The transcript could not be written to the database (" + err.Error() + "); try again in a moment.")
+	}
+	return mark, open, seq, epoch, err
+}
+
+// storedEvent splices a stored event into an answer as it is (UnknownStreamEvent marshals its
+// Raw verbatim), not decoded and encoded again; false when the stored body is not valid JSON.
+func (s *Server) storedEvent(sessionID string, r store.EventRow) (protocol.StreamEvent, bool) {
+	if !json.Valid(r.Body) {
+		s.log.Error("stored event is not valid JSON", "session", sessionID)
+		return nil, false
+	}
+	return &protocol.UnknownStreamEvent{Kind: r.Kind, Raw: r.Body}, true
+}
+
+// LoadEvents implements sessions.loadEvents (seed "Paging"; issue 7 items 8 and 10): pages of
+// whole turns backwards from the end, starting on exchange boundaries, read through an index,
+// with the $seq watermark of the moment they were read.
 func (h sessionsHandler) LoadEvents(ctx context.Context, p *protocol.SessionsLoadEventsParams) (*protocol.SessionsLoadEventsResult, error) {
 	if _, err := h.s.getSession(ctx, p.SessionID, "List the sessions with sessions.list."); err != nil {
 		return nil, err
 	}
 	h.s.setView(connFrom(ctx), p.SessionID)
-	h.s.runs.Flush(ctx)
-	res := &protocol.SessionsLoadEventsResult{Exact: true, Events: []protocol.StreamEvent{}}
-	var rows []store.EventRow
-	if p.Before == nil && p.Limit == nil {
-		all, err := h.s.store.LoadEvents(ctx, p.SessionID)
-		if err != nil {
-			return nil, storeErr(err, "")
-		}
-		rows = all
-	} else {
-		limit := 200
+	mark, open, seq, epoch, err := h.s.snapshotAt(ctx, p.SessionID)
+	if err != nil {
+		return nil, storeErr(err, "")
+	}
+	res := &protocol.SessionsLoadEventsResult{Exact: true, Events: []protocol.StreamEvent{}, SignalEpoch: epoch, Seq: seq}
+	limit := 0 // the whole transcript
+	if p.Before != nil || p.Limit != nil {
+		limit = 200
 		if p.Limit != nil {
 			limit = *p.Limit
 		}
-		page, err := h.s.store.LoadEventsPage(ctx, p.SessionID, p.Before, limit)
-		if err != nil {
-			return nil, storeErr(err, "")
-		}
-		rows = page.Events
-		res.Start = page.Start
-		if len(rows) > 0 && page.FirstTurn > 0 {
-			ft := page.FirstTurn
-			res.Cursor = &ft
-		}
 	}
-	// Stored events are the server's own encoding: they are spliced into the answer as they are
-	// (UnknownStreamEvent marshals its Raw verbatim), not decoded and encoded again.
-	for _, r := range rows {
-		if !json.Valid(r.Body) {
-			h.s.log.Error("stored event is not valid JSON", "session", p.SessionID)
+	page, err := h.s.store.LoadEventsPageAt(ctx, p.SessionID, mark, p.Before, limit)
+	if err != nil {
+		return nil, storeErr(err, "")
+	}
+	res.Start = page.Start
+	if len(page.Events) > 0 && page.FirstTurn > 0 {
+		ft := page.FirstTurn
+		res.Cursor = &ft
+	}
+	for _, r := range page.Events {
+		ev, ok := h.s.storedEvent(p.SessionID, r)
+		if !ok {
 			res.Exact = false
 			continue
 		}
-		res.Events = append(res.Events, &protocol.UnknownStreamEvent{Kind: r.Kind, Raw: r.Body})
+		res.Events = append(res.Events, ev)
+	}
+	if open != nil && (p.Before == nil || *p.Before >= mark.Turns) {
+		res.Events = append(res.Events, open)
 	}
 	return res, nil
+}
+
+// GetTurns implements sessions.getTurns (seed "Paging"; issue 7 items 8 and 10): the stored
+// turns raw, limit at a time forwards from turn position from, a page ending on an exchange
+// boundary, read through an index, with the $seq watermark of the moment they were read.
+func (h sessionsHandler) GetTurns(ctx context.Context, p *protocol.SessionsGetTurnsParams) (*protocol.SessionsGetTurnsResult, error) {
+	if _, err := h.s.getSession(ctx, p.SessionID, "List the sessions with sessions.list."); err != nil {
+		return nil, err
+	}
+	h.s.setView(connFrom(ctx), p.SessionID)
+	mark, open, seq, epoch, err := h.s.snapshotAt(ctx, p.SessionID)
+	if err != nil {
+		return nil, storeErr(err, "")
+	}
+	from, limit := 0, 200
+	if p.From != nil {
+		from = *p.From
+	}
+	if p.Limit != nil {
+		limit = *p.Limit
+	}
+	page, err := h.s.store.LoadTurnsAt(ctx, p.SessionID, mark, from, limit)
+	if err != nil {
+		return nil, storeErr(err, "")
+	}
+	res := &protocol.SessionsGetTurnsResult{Turns: []protocol.StoredTurn{}, Total: mark.Turns, SignalEpoch: epoch, Seq: seq}
+	add := func(pos int, turnID string, ev protocol.StreamEvent) {
+		if n := len(res.Turns); n == 0 || res.Turns[n-1].Position != pos {
+			role := protocol.TurnRoleAssistant
+			if ev.StreamEventKind() == "user-prompt" {
+				role = protocol.TurnRoleUser
+			}
+			res.Turns = append(res.Turns, protocol.StoredTurn{Position: pos, TurnID: turnID, Role: role, Events: []protocol.StreamEvent{}})
+		}
+		t := &res.Turns[len(res.Turns)-1]
+		t.Events = append(t.Events, ev)
+	}
+	for i, r := range page.Events {
+		if ev, ok := h.s.storedEvent(p.SessionID, r); ok {
+			add(page.TurnPos[i], r.TurnID, ev)
+		}
+	}
+	if page.Next < mark.Turns {
+		next := page.Next
+		res.Next = &next
+	} else if open != nil {
+		// The streaming block continues the last turn when it has its turnId, else it starts one;
+		// it comes with the page that holds its turn.
+		pos, tid := mark.Turns, blockTurnID(open)
+		if mark.Turns > 0 && tid == mark.LastTurnID {
+			pos = mark.Turns - 1
+		}
+		if pos < from {
+			return res, nil
+		}
+		add(pos, tid, open)
+	}
+	return res, nil
+}
+
+// blockTurnID is the turnId of a streaming block event.
+func blockTurnID(ev protocol.StreamEvent) string {
+	switch e := ev.(type) {
+	case *protocol.MarkdownEvent:
+		return e.TurnID
+	case *protocol.ThinkingEvent:
+		return e.TurnID
+	}
+	return ""
 }
 
 // Resume implements sessions.resume (seed "Reconnect and resume"; field case B19).

@@ -315,6 +315,17 @@ type resumeAnswer struct {
 	last    int64 // the session's last $seq
 }
 
+// watermark returns the $seq of the session's last sequenced signal in this epoch (0 for none) and
+// the epoch; the watermark of sessions.loadEvents and sessions.getTurns (see agent.Consistent).
+func (h *hub) watermark(sessionID string) (int64, string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if lg := h.logs[sessionID]; lg != nil {
+		return lg.lastSeq, h.epoch
+	}
+	return 0, h.epoch
+}
+
 // replay returns the signals of a session after afterSeq, if the log still holds all of them.
 func (h *hub) replay(sessionID, epoch string, afterSeq int64) resumeAnswer {
 	h.mu.Lock()

@@ -116,6 +116,8 @@ type Runtime struct {
 	pending map[string][]*run       // follow-ups, by session, in arrival order
 	dropped map[string][]droppedRun // runs that ended before they started, bracketed after the active run
 	wg      sync.WaitGroup          // one per accepted run until its run:end
+
+	content sync.Map // session id → *sync.Mutex: see contentLock
 }
 
 type run struct {
@@ -339,8 +341,44 @@ func (r *Runtime) emit(ru *run, ev protocol.StreamEvent) {
 			ev = &protocol.ErrorEvent{Message: fmt.Sprintf("A %s event of %d bytes was left out: it exceeds the %d-byte message limit.", ev.StreamEventKind(), len(b), lim)}
 		}
 	}
+	l := r.contentLock(ru.sessionID)
+	l.Lock()
+	defer l.Unlock()
 	r.writer.add(ru.sessionID, ev)
 	r.publish(&protocol.EventSignal{SessionID: ru.sessionID, RunID: ru.id, Event: ev}, ru)
+}
+
+// contentLock returns the lock that orders a session's transcript content with its signals:
+// emit holds it from handing an event to the transcript writer until its event signal has its
+// $seq, and closeBlock while it closes the open block; Consistent holds it to read a snapshot.
+func (r *Runtime) contentLock(sessionID string) *sync.Mutex {
+	m, _ := r.content.LoadOrStore(sessionID, new(sync.Mutex))
+	return m.(*sync.Mutex)
+}
+
+// Consistent calls fn while the session's transcript stands still, after flushing everything the
+// runtime holds for it to the store; open is the block a run is still streaming (a markdown or
+// thinking event with streaming true, the pieces so far merged), or nil. It is how
+// sessions.loadEvents and sessions.getTurns answer a $seq watermark (issue 7, item 10).
+//
+// The invariant: while fn runs, no event of the session is handed to the transcript writer or
+// signalled, and every event signalled before is in the store or in open. Because emit gives
+// an event to the writer and publishes its signal (taking the next $seq) under the same lock,
+// a watermark W read inside fn (the hub's last $seq of the session) and a store.Mark read inside
+// fn delimit the same content: every event signal with $seq <= W is in the events before the
+// mark or in open, and every later one comes after both. Signals without transcript content
+// (run:start, turn:end, run:end, ...) need no lock: the client's transcript only closes its open
+// block on them. The writer's periodic flush can still run meanwhile; it writes nothing of the
+// session but the open block's checkpoint, which the mark does not count. A failed flush is the
+// error: then no watermark may be answered.
+func (r *Runtime) Consistent(ctx context.Context, sessionID string, fn func(open protocol.StreamEvent) error) error {
+	l := r.contentLock(sessionID)
+	l.Lock()
+	defer l.Unlock()
+	if err := r.writer.flush(ctx); err != nil {
+		return err
+	}
+	return fn(r.writer.openEvent(sessionID))
 }
 
 func isStreamedPiece(ev protocol.StreamEvent) bool {
@@ -439,7 +477,10 @@ func (r *Runtime) execute(ru *run) {
 
 // closeBlock ends the session's streamed block in the transcript and the conversation.
 func (r *Runtime) closeBlock(sessionID string) {
+	l := r.contentLock(sessionID)
+	l.Lock()
 	r.writer.closeBlock(sessionID)
+	l.Unlock()
 	r.conv.closeBlock(sessionID)
 }
 

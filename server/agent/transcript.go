@@ -106,6 +106,21 @@ func blockEvent(kind, turnID, text string) protocol.StreamEvent {
 	return &protocol.MarkdownEvent{Text: text, TurnID: turnID}
 }
 
+// openEvent returns the session's open block as the streamed event it is so far (streaming true,
+// the pieces' text merged), or nil when none is open.
+func (w *transcriptWriter) openEvent(sessionID string) protocol.StreamEvent {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	b := w.open[sessionID]
+	if b == nil {
+		return nil
+	}
+	if b.kind == "thinking" {
+		return &protocol.ThinkingEvent{Text: string(b.text), TurnID: b.turnID, Streaming: true}
+	}
+	return &protocol.MarkdownEvent{Text: string(b.text), TurnID: b.turnID, Streaming: true}
+}
+
 // closeBlock closes the session's open block (at a turn's end).
 func (w *transcriptWriter) closeBlock(sessionID string) {
 	w.mu.Lock()

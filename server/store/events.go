@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/google/uuid"
@@ -102,73 +103,185 @@ func (s *Store) LoadEvents(ctx context.Context, sessionID string) ([]EventRow, e
 	return out, err
 }
 
-// LoadEventsPage returns the last limit turns whose turn_pos is below
-// *before (all turns when before is nil), with their events in order.
-// limit <= 0 means no limit. ErrNotFound if the session does not exist.
+// Mark is a transcript's extent at one moment (sessions.loadEvents and sessions.getTurns read
+// "up to a mark" so that what they answer matches a $seq watermark taken at the same moment):
+// the first Events events, which make the first Turns turns, the last of them LastTurnID.
+type Mark struct {
+	Events     int    // events before the mark (the next event's pos)
+	Turns      int    // turns before the mark
+	LastTurnID string // turn id of the last event before the mark ("" when none)
+}
+
+// TranscriptMark reads the session's transcript extent now. ErrNotFound if the session does not
+// exist.
+func (s *Store) TranscriptMark(ctx context.Context, sessionID string) (Mark, error) {
+	u, err := parseID("transcript mark", sessionID)
+	if err != nil {
+		return Mark{}, err
+	}
+	var m Mark
+	err = s.withConn(ctx, "transcript mark", func(ctx context.Context, c *pgxpool.Conn) error {
+		var last *string
+		if err := c.QueryRow(ctx, `SELECT event_count, turn_count, last_turn_id FROM sessions WHERE id = $1`, u).Scan(&m.Events, &m.Turns, &last); err != nil {
+			return err
+		}
+		if last != nil {
+			m.LastTurnID = *last
+		}
+		return nil
+	})
+	return m, err
+}
+
+// Page queries. Each reads through an index of events (TestPageQueriesUseAnIndex checks the
+// plans on a 10,000-turn session): rangeSQL walks events_session_turn_idx (session_id, turn_pos,
+// pos) in its own order, so no sort either; firstKindSQL reads one entry of it.
+const (
+	// rangeSQL: the events of turns [$2, $3) among the first $4 events, in transcript order.
+	rangeSQL = `SELECT pos, turn_pos, turn_id, kind, body FROM events
+		 WHERE session_id = $1 AND turn_pos >= $2 AND turn_pos < $3 AND pos < $4
+		 ORDER BY turn_pos, pos`
+	// firstKindSQL: the kind of turn $2's first event.
+	firstKindSQL = `SELECT kind FROM events WHERE session_id = $1 AND turn_pos = $2 ORDER BY turn_pos, pos LIMIT 1`
+	// startSQL: how many events come before turn $2 (among the first $3 events).
+	startSQL = `SELECT min(pos) FROM events WHERE session_id = $1 AND turn_pos >= $2 AND pos < $3`
+)
+
+// exchangeBoundary reports whether a page may start at turn t: not when the turn starts with a
+// tool-result, whose call is then in an earlier turn (an exchange is split only by turns whose
+// events lack the call's turnId; the runtime gives a call and its result the same one).
+func exchangeBoundary(ctx context.Context, c *pgxpool.Conn, u any, t int) (bool, error) {
+	var kind string
+	err := c.QueryRow(ctx, firstKindSQL, u, t).Scan(&kind)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return true, nil
+	}
+	return kind != "tool-result", err
+}
+
+// readTurns returns the events of turns [lower, upper) among the first m.Events events, with
+// their turn positions, and the pos of the first of them (m.Events when there is none).
+func readTurns(ctx context.Context, c *pgxpool.Conn, u any, sessionID string, m Mark, lower, upper int) ([]EventRow, []int, int, error) {
+	out, turnPos := []EventRow{}, []int{}
+	start := -1
+	rows, err := c.Query(ctx, rangeSQL, u, lower, upper, m.Events)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var pos, tp int
+		var e EventRow
+		var body string
+		if err := rows.Scan(&pos, &tp, &e.TurnID, &e.Kind, &body); err != nil {
+			return nil, nil, 0, err
+		}
+		if start < 0 {
+			start = pos
+		}
+		e.SessionID, e.Body = sessionID, []byte(body)
+		out, turnPos = append(out, e), append(turnPos, tp)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, 0, err
+	}
+	if start < 0 {
+		var p *int
+		if err := c.QueryRow(ctx, startSQL, u, lower, m.Events).Scan(&p); err != nil {
+			return nil, nil, 0, err
+		}
+		start = m.Events
+		if p != nil {
+			start = *p
+		}
+	}
+	return out, turnPos, start, nil
+}
+
+// LoadEventsPage is LoadEventsPageAt at the transcript's current mark.
 func (s *Store) LoadEventsPage(ctx context.Context, sessionID string, before *int, limit int) (Page, error) {
+	m, err := s.TranscriptMark(ctx, sessionID)
+	if err != nil {
+		return Page{}, err
+	}
+	return s.LoadEventsPageAt(ctx, sessionID, m, before, limit)
+}
+
+// LoadEventsPageAt returns the last limit turns whose turn_pos is below *before (the mark's end
+// when before is nil), among the events before mark m, with their events in order; limit <= 0
+// means no limit. The page starts on an exchange boundary: when its first turn would start with
+// a tool-result, the turns before it are added until it does not (seed "Paging"). ErrNotFound
+// for a non-UUID id.
+func (s *Store) LoadEventsPageAt(ctx context.Context, sessionID string, m Mark, before *int, limit int) (Page, error) {
 	u, err := parseID("load events page", sessionID)
 	if err != nil {
 		return Page{}, err
 	}
-	// One statement, one round trip and one snapshot: the session's turn count, then the page's
-	// rows. A row's pos is the number of events before it, so the page's first pos is Start (no
-	// count of the earlier events) — the paging figure of docs/benchmarks.md.
-	var upperArg any
+	upper := m.Turns
 	if before != nil {
-		upperArg = *before
+		upper = min(max(*before, 0), m.Turns)
 	}
-	var p Page
+	lower := 0
+	if limit > 0 {
+		lower = max(upper-limit, 0)
+	}
+	p := Page{Turns: m.Turns}
 	err = s.withConn(ctx, "load events page", func(ctx context.Context, c *pgxpool.Conn) error {
-		rows, err := c.Query(ctx, `
-			WITH sess AS (SELECT turn_count FROM sessions WHERE id = $1),
-			     bounds AS (
-			       SELECT turn_count,
-			              LEAST(turn_count, GREATEST(COALESCE($2::int, turn_count), 0)) AS upper
-			         FROM sess)
-			SELECT b.turn_count, b.upper, e.pos, e.session_id::text, e.turn_id, e.kind, e.body
-			  FROM bounds b
-			  LEFT JOIN events e
-			    ON e.session_id = $1
-			   AND e.turn_pos >= CASE WHEN $3::int > 0 THEN GREATEST(b.upper - $3::int, 0) ELSE 0 END
-			   AND e.turn_pos < b.upper
-			 ORDER BY e.pos`, u, upperArg, limit)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		found := false
-		p.Events = []EventRow{}
-		for rows.Next() {
-			found = true
-			var upper int
-			var pos *int
-			var sid, turn, kind, body *string
-			if err := rows.Scan(&p.Turns, &upper, &pos, &sid, &turn, &kind, &body); err != nil {
+		for lower > 0 && lower < upper {
+			ok, err := exchangeBoundary(ctx, c, u, lower)
+			if err != nil {
 				return err
 			}
-			p.FirstTurn = 0
-			if limit > 0 {
-				p.FirstTurn = max(upper-limit, 0)
+			if ok {
+				break
 			}
-			if pos == nil { // the session has no events in range
-				continue
+			lower--
+		}
+		p.FirstTurn = lower
+		var err error
+		p.Events, _, p.Start, err = readTurns(ctx, c, u, sessionID, m, lower, upper)
+		return err
+	})
+	return p, err
+}
+
+// TurnPage is a page of a transcript's stored turns, oldest first (sessions.getTurns).
+type TurnPage struct {
+	Events  []EventRow // the page's events in transcript order
+	TurnPos []int      // TurnPos[i] is the turn position of Events[i]
+	Next    int        // the turn position after the page (Turns when the page holds the last turn)
+	Turns   int        // total number of turns before the mark
+}
+
+// LoadTurnsAt returns the limit turns from turn position from on (limit <= 0: all of them),
+// among the events before mark m. The page ends on an exchange boundary: when the turn after it
+// starts with a tool-result, that turn is added, and so on. ErrNotFound for a non-UUID id.
+func (s *Store) LoadTurnsAt(ctx context.Context, sessionID string, m Mark, from, limit int) (TurnPage, error) {
+	u, err := parseID("load turns", sessionID)
+	if err != nil {
+		return TurnPage{}, err
+	}
+	from = min(max(from, 0), m.Turns)
+	end := m.Turns
+	if limit > 0 {
+		end = min(from+limit, m.Turns)
+	}
+	p := TurnPage{Turns: m.Turns}
+	err = s.withConn(ctx, "load turns", func(ctx context.Context, c *pgxpool.Conn) error {
+		for end > from && end < m.Turns {
+			ok, err := exchangeBoundary(ctx, c, u, end)
+			if err != nil {
+				return err
 			}
-			if len(p.Events) == 0 {
-				p.Start = *pos
+			if ok {
+				break
 			}
-			p.Events = append(p.Events, EventRow{SessionID: *sid, TurnID: *turn, Kind: *kind, Body: []byte(*body)})
+			end++
 		}
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		if !found {
-			return pgx.ErrNoRows
-		}
-		if len(p.Events) == 0 {
-			// An empty page starts after every event before its first turn.
-			return c.QueryRow(ctx, `SELECT count(*) FROM events WHERE session_id = $1 AND turn_pos < $2`, u, p.FirstTurn).Scan(&p.Start)
-		}
-		return nil
+		p.Next = end
+		var err error
+		p.Events, p.TurnPos, _, err = readTurns(ctx, c, u, sessionID, m, from, end)
+		return err
 	})
 	return p, err
 }
