@@ -585,7 +585,7 @@ func TestClientCase_C19_EpochReloadsAndTellsTheUser(t *testing.T) {
 	req = conn.req(t)
 	require.Equal(t, "sessions.loadEvents", req.Method)
 	conn.push(md("A", 49, "z"))
-	conn.answer(req.ID, `{"events":[{"kind":"user-prompt","text":"p","turnId":"u"},{"kind":"markdown","text":"done","streaming":false,"turnId":"t1"}],"start":0,"exact":true,"signalEpoch":"epoch-2","seq":46}`)
+	conn.answer(req.ID, `{"events":[{"kind":"user-prompt","text":"p","turnId":"u"},{"kind":"markdown","text":"done","streaming":false,"turnId":"t1"}],"start":0,"exact":true,"signalEpoch":"epoch-2","$seq":46}`)
 	req = conn.req(t)
 	assert.Equal(t, map[string]any{"sessionId": "A", "epoch": "epoch-2", "afterSeq": float64(46)}, params(t, req), "continues from the snapshot's watermark")
 	conn.answer(req.ID, resumeOK("A", 47, 48))
@@ -721,7 +721,7 @@ func TestClientCase_C19_ReloadPagesWhenTooLarge(t *testing.T) {
 	}
 	req = conn.req(t)
 	assert.Equal(t, map[string]any{"sessionId": "A", "limit": float64(200)}, params(t, req))
-	conn.answer(req.ID, `{"events":[`+prompt(3)+`,`+prompt(4)+`],"start":2,"exact":true,"cursor":2,"signalEpoch":"epoch-1","seq":9}`)
+	conn.answer(req.ID, `{"events":[`+prompt(3)+`,`+prompt(4)+`],"start":2,"exact":true,"cursor":2,"signalEpoch":"epoch-1","$seq":9}`)
 	req = conn.req(t)
 	assert.Equal(t, map[string]any{"sessionId": "A", "limit": float64(200), "before": float64(2)}, params(t, req))
 	conn.answer(req.ID, `{"events":[`+prompt(1)+`,`+prompt(2)+`],"start":0,"exact":true}`)

@@ -285,16 +285,13 @@ func (c *Client) loadSnapshot(w *wire, sessionID string) (snapshot, error) {
 			return snapshot{}, fmt.Errorf("zidane client: decode sessions.loadEvents: %w", err)
 		}
 		if pages == nil {
+			// The newest page's watermark: every signal up to $seq of signalEpoch is in the events.
 			var extra struct {
 				SignalEpoch string `json:"signalEpoch"`
-				Seq         *int64 `json:"seq"`
-				DollarSeq   *int64 `json:"$seq"`
+				Seq         *int64 `json:"$seq"`
 			}
 			_ = json.Unmarshal(raw, &extra)
 			s.epoch, s.watermark = extra.SignalEpoch, extra.Seq
-			if s.watermark == nil {
-				s.watermark = extra.DollarSeq
-			}
 		}
 		pages = append(pages, res.Events)
 		if limit == 0 || res.Cursor == nil {

@@ -38,6 +38,13 @@ func (t *Transcript) Apply(ev SignalEvent) {
 	if ev.Reload != nil {
 		t.events = append([]protocol.StreamEvent(nil), ev.Reload.Events...)
 		t.open = -1
+		// A block the run still streams ends the snapshot with streaming true: it stays open, so
+		// the pieces signalled after the watermark extend it.
+		if n := len(t.events); n > 0 {
+			last := t.events[n-1]
+			t.events = t.events[:n-1]
+			t.add(last)
+		}
 		return
 	}
 	switch s := ev.Signal.(type) {
