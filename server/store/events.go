@@ -144,7 +144,8 @@ const (
 	// firstKindSQL: the kind of turn $2's first event.
 	firstKindSQL = `SELECT kind FROM events WHERE session_id = $1 AND turn_pos = $2 ORDER BY turn_pos, pos LIMIT 1`
 	// startSQL: how many events come before turn $2 (among the first $3 events).
-	startSQL = `SELECT min(pos) FROM events WHERE session_id = $1 AND turn_pos >= $2 AND pos < $3`
+	startSQL = `SELECT pos FROM events WHERE session_id = $1 AND turn_pos >= $2 AND pos < $3
+		 ORDER BY turn_pos, pos LIMIT 1`
 )
 
 // exchangeBoundary reports whether a page may start at turn t: not when the turn starts with a
@@ -186,13 +187,10 @@ func readTurns(ctx context.Context, c *pgxpool.Conn, u any, sessionID string, m 
 		return nil, nil, 0, err
 	}
 	if start < 0 {
-		var p *int
-		if err := c.QueryRow(ctx, startSQL, u, lower, m.Events).Scan(&p); err != nil {
-			return nil, nil, 0, err
-		}
 		start = m.Events
-		if p != nil {
-			start = *p
+		err := c.QueryRow(ctx, startSQL, u, lower, m.Events).Scan(&start)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return nil, nil, 0, err
 		}
 	}
 	return out, turnPos, start, nil

@@ -7,3 +7,7 @@ func SetPGBinGlob(g string) (restore func()) {
 	pgBinGlob = g
 	return func() { pgBinGlob = old }
 }
+
+// PageQueries are the SQL statements of the transcript pages (sessions.loadEvents,
+// sessions.getTurns), by name, for the plan test.
+var PageQueries = map[string]string{"range": rangeSQL, "firstKind": firstKindSQL, "start": startSQL}
