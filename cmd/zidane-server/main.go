@@ -338,6 +338,7 @@ func startCmd() *cobra.Command {
 	cmd.Flags().IntVar(&limits.ConcurrentRequests, "concurrent-requests", 16, "requests one connection may run at once")
 	cmd.Flags().DurationVar(&limits.HelloTimeout, "hello-timeout", 30*time.Second, "close (1008) a connection that sends no ipc.hello within this time")
 	cmd.Flags().DurationVar(&limits.RequestTimeout, "request-timeout", 60*time.Second, "longest a request's handler may run")
+	cmd.Flags().IntVar(&limits.Replay.PerSessionSignals, "replay-signals", 2000, "signals the replay log of sessions.resume keeps per session (older ones answer gap: the client reloads)")
 	cmd.Flags().IntVar(&limits.SendQueueBytes, "send-queue-bytes", 64<<20, "outgoing bytes queued per connection before it is closed with 1013 (the client resumes)")
 	cmd.Flags().BoolVar(&allowCreateFolders, "allow-create-folders", false, "let chat tokens create folders in the workspace roots (fs.createFolder)")
 	cmd.Flags().BoolVar(&allowClone, "allow-clone", false, "let chat tokens clone repositories into the workspace roots (git.clone)")
