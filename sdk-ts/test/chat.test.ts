@@ -175,7 +175,8 @@ function pager(turns: StreamEvent[][]) {
     const from = Math.max(0, before - (p.limit ?? 200))
     const events = turns.slice(from, before).flat()
     const start = turns.slice(0, from).flat().length
-    return from > 0 ? { events, start, exact: true, cursor: from } : { events, start, exact: true }
+    const mark = { signalEpoch: 'e', $seq: 0 }
+    return from > 0 ? { events, start, exact: true, cursor: from, ...mark } : { events, start, exact: true, ...mark }
   }
   return { load, requests }
 }

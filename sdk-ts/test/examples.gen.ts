@@ -211,7 +211,9 @@ export const sessionsLoadEventsResult = {
       }
     ],
     "start": 1,
-    "exact": true
+    "exact": true,
+    "signalEpoch": "ed173759-2d4f-436a-b39a-36c1c969e088",
+    "$seq": 45
   }
 } satisfies SuccessResponse<"sessions.loadEvents">
 

@@ -10,4 +10,5 @@ export type {
   SessionStreamActions,
   StreamSource,
   LoadEvents,
+  TranscriptPage,
 } from './streams.js'

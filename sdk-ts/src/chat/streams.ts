@@ -37,6 +37,12 @@ export interface SessionSnapshot {
   readonly page: SessionPage
 }
 
+/**
+ * A page of a transcript as reset takes it: a sessions.loadEvents result, whose watermark
+ * (signalEpoch, $seq) a locally built page may leave out.
+ */
+export type TranscriptPage = Omit<SessionsLoadEventsResult, 'signalEpoch' | '$seq'> & Partial<Pick<SessionsLoadEventsResult, 'signalEpoch' | '$seq'>>
+
 /** Loads a page of a session's transcript (sessions.loadEvents). */
 export type LoadEvents = (params: SessionsLoadEventsParams) => Promise<SessionsLoadEventsResult>
 
@@ -64,7 +70,7 @@ export interface SessionStreams {
   /** Applies one signal (event, run:start, turn:end, run:end; others are ignored). */
   apply(signal: WireSignal): void
   /** Replaces a session's transcript with a loaded page (sessions.loadEvents). */
-  reset(sessionId: string, page: SessionsLoadEventsResult): void
+  reset(sessionId: string, page: TranscriptPage): void
   /** The session's transcript rows (the snapshot's events). */
   transcript(sessionId: string): readonly StreamEvent[]
   /** The session's snapshot; one shared empty snapshot for a session the store has not seen. */
@@ -357,7 +363,7 @@ export function createSessionStreams(options: SessionStreamsOptions = {}): Sessi
 /** The store's writes as plain functions bound to one store (useSessionStreamActions). */
 export interface SessionStreamActions {
   apply(signal: WireSignal): void
-  reset(sessionId: string, page: SessionsLoadEventsResult): void
+  reset(sessionId: string, page: TranscriptPage): void
   loadEarlier(sessionId: string): Promise<void>
   compact(sessionId: string): void
 }
