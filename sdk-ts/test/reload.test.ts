@@ -7,7 +7,7 @@ import assert from 'node:assert/strict'
 import { after, before, test } from 'node:test'
 import { WebSocket } from 'ws'
 import { createServerHost } from '../src/adapters/index.js'
-import type { WebSocketConstructor } from '../src/client/index.js'
+import { createServerClient, type WebSocketConstructor } from '../src/client/index.js'
 import type { StreamEvent } from '../src/index.js'
 import { realDelay, until } from './helpers/clock.js'
 import { CutProxy } from './helpers/proxy.js'
@@ -37,18 +37,21 @@ test('reload: resets at many moments of streaming runs rebuild the transcript ex
   t.after(() => host.close())
   await host.ready
   const s = await host.createSession()
+  // The prompts go over a connection that is never reset.
+  const driver = createServerClient({ url: server.url, token, WebSocket: WS })
+  t.after(() => driver.close())
+  await driver.ready
   const reasons: string[] = []
   host.client.onResync((r) => reasons.push(r.reason))
   const runs = 16
   for (let i = 0; i < runs; i++) {
-    await until(() => host.connection.get().status === 'open', 15_000, 'connected')
-    const { runId } = await host.client.call('chat.send', { sessionId: s.id, prompt: `Prompt ${i}, streamed while the SDK reloads.` })
+    const { runId } = await driver.call('chat.send', { sessionId: s.id, prompt: `Prompt ${i}, streamed while the SDK reloads.` })
     assert.ok(runId)
     await realDelay((i * 37) % 150) // a different moment of the ~150 ms run each time
     cp.rst()
     await until(() => host.streams.transcript(s.id).filter((e) => e.kind === 'run-summary').length >= i + 1, 20_000, `run ${i} in the transcript`)
   }
-  const stored = async () => (await host.client.call('sessions.loadEvents', { sessionId: s.id })).events as StreamEvent[]
+  const stored = async () => (await driver.call('sessions.loadEvents', { sessionId: s.id })).events as StreamEvent[]
   const want = await stored()
   const same = () => {
     try {
