@@ -242,3 +242,18 @@ func TestPresenceSetErrors(t *testing.T) {
 	a.result("presence.set", map[string]any{"sessionId": sid, "focused": false}, nil)
 	waitCounts(t, a, sid, 2, 1)
 }
+
+// TestPresenceDeletedSession: deleting a session ends every view of it, declared or inferred.
+func TestPresenceDeletedSession(t *testing.T) {
+	s := startServer(t, serverOpts{dbURL: storetest.URL(t)})
+	tok := s.mintToken("presence", "chat")
+	a, b := dial(t, s, tok), dial(t, s, tok)
+	a.hello()
+	b.hello()
+	sid, _ := createSession(t, a)
+	a.result("presence.set", map[string]any{"sessionId": sid, "focused": true}, nil)
+	b.result("sessions.get", map[string]any{"sessionId": sid}, nil)
+	waitCounts(t, a, sid, 2, 1)
+	b.result("sessions.delete", map[string]any{"sessionId": sid}, nil)
+	waitCounts(t, a, sid, 0, 0)
+}

@@ -328,6 +328,29 @@ func (s *Server) setPresence(c *conn, sessionID string, focused bool) {
 	s.presenceSoon()
 }
 
+// dropViews ends every connection's view of a deleted session (declared or inferred; a declared
+// connection stays declared, showing none) and publishes presence when one ended.
+func (s *Server) dropViews(sessionID string) {
+	changed := false
+	s.connsMu.Lock()
+	for c := range s.conns {
+		for {
+			old := c.view.Load()
+			if old == nil || old.sessionID == "" || !strings.EqualFold(old.sessionID, sessionID) {
+				break
+			}
+			if c.view.CompareAndSwap(old, &connView{declared: old.declared}) {
+				changed = true
+				break
+			}
+		}
+	}
+	s.connsMu.Unlock()
+	if changed {
+		s.presenceSoon()
+	}
+}
+
 // presenceDelay coalesces view changes: at most one presence:changed per delay, however often
 // connections switch sessions.
 const presenceDelay = 100 * time.Millisecond
