@@ -307,7 +307,8 @@ func signalKind(b []byte) string {
 
 // Send implements chat.send: it answers once the run starts.
 func (h chatHandler) Send(ctx context.Context, p *protocol.ChatSendParams) (*protocol.ChatSendResult, error) {
-	x, err := h.s.getSession(ctx, p.SessionID, "Create the session before sending a prompt.")
+	const hint = "Create the session before sending a prompt."
+	x, err := h.s.cachedSession(ctx, p.SessionID, hint)
 	if err != nil {
 		return nil, err
 	}
@@ -322,7 +323,7 @@ func (h chatHandler) Send(ctx context.Context, p *protocol.ChatSendParams) (*pro
 	}
 	runID, err := h.s.runs.Start(ctx, x, p.Prompt, originOf(connFrom(ctx)))
 	if err != nil {
-		return nil, agentErr(err)
+		return nil, agentErr(h.s.notFoundAfterCache(x.ID, hint, err))
 	}
 	if !x.TitleSet {
 		h.s.titleFromPrompt(x.ID, p.Prompt)

@@ -198,6 +198,8 @@ type Server struct {
 	// sandbox runs the agent's commands (server/sandbox.go); host caches host.info.
 	sandbox *sandbox.Sandbox
 	host    hostCache
+	// sessions caches chat.send's session lookups (sessioncache.go).
+	sessions sessionCache
 }
 
 // compile-time check that the server implements every generated handler interface.

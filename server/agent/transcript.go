@@ -147,6 +147,39 @@ func (w *transcriptWriter) queue(sessionID string, ev protocol.StreamEvent) {
 	}
 }
 
+// startRun writes a run's prompt event durably with the session's status "running" (the run's
+// one Postgres round trip before its run:start, store.StartRun), after the session's rows still
+// queued so the transcript keeps its order, and returns the session as stored. On error nothing of
+// it is written and the session's queued rows stay queued.
+func (w *transcriptWriter) startRun(ctx context.Context, sessionID string, prompt protocol.StreamEvent) (store.Session, error) {
+	row, ok := w.row(sessionID, prompt)
+	if !ok {
+		return store.Session{}, errors.New("the prompt could not be encoded")
+	}
+	w.flushMu.Lock() // a flush in progress may hold this session's earlier rows
+	defer w.flushMu.Unlock()
+	w.mu.Lock()
+	w.closeLocked(sessionID)
+	var mine []store.EventRow
+	kept := w.pending[:0]
+	for _, r := range w.pending {
+		if r.SessionID == sessionID {
+			mine = append(mine, r)
+		} else {
+			kept = append(kept, r)
+		}
+	}
+	w.pending = kept
+	w.mu.Unlock()
+	x, err := w.st.StartRun(ctx, sessionID, append(mine, row))
+	if err != nil && len(mine) > 0 {
+		w.mu.Lock()
+		w.pending = append(mine, w.pending...)
+		w.mu.Unlock()
+	}
+	return x, err
+}
+
 // forget drops what is queued for a session that was deleted.
 func (w *transcriptWriter) forget(sessionID string) {
 	w.mu.Lock()
