@@ -111,7 +111,7 @@ func (h ipcHandler) Hello(ctx context.Context, p *protocol.IPCHelloParams) (*pro
 	if p.AppVersion != nil {
 		app = *p.AppVersion
 	}
-	c.log.Info("hello", "protocol", negotiated, "app", app, "scope", c.scope)
+	c.log().Info("hello", "protocol", negotiated, "app", app, "scope", c.scope)
 	c.helloed.Store(true)
 	h.s.hub.add(c)
 	return res, nil
@@ -361,7 +361,7 @@ func (h machineHandler) Register(ctx context.Context, p *protocol.MachineRegiste
 	c := connFrom(ctx)
 	id := uuid.NewString()
 	if c != nil {
-		c.log.Info("machine registered", "machine", p.Name, "id", id)
+		c.log().Info("machine registered", "machine", p.Name, "id", id)
 	}
 	return &protocol.MachineRegisterResult{MachineID: id}, nil
 }
