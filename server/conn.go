@@ -38,8 +38,9 @@ type conn struct {
 	qroom     chan struct{} // signalled after each written batch (flow control: waitRoom)
 	pingTimer *time.Timer   // fires ping every Limits.PingInterval
 
-	writing  bool // a frame is being written (by the writer or by send); guarded by qmu
-	writerOn bool // a writer goroutine runs (kickLocked starts one); guarded by qmu
+	writing  bool        // a frame is being written (by the writer or by send); guarded by qmu
+	writerOn bool        // a writer goroutine runs (kickLocked starts one); guarded by qmu
+	wtimer   *time.Timer // the write batch's deadline (write); used by the one writing
 	writers  sync.WaitGroup
 	closing  bool
 	closeErr error
@@ -389,17 +390,36 @@ func (c *conn) kickLocked() {
 // covers a batch; see write).
 const maxWriteBatch = 64
 
-// write writes frames in order under one deadline of Limits.WriteTimeout for the batch: one
-// context and timer per batch instead of per frame.
+// write writes frames in order under one deadline of Limits.WriteTimeout for the batch, kept by
+// the connection's write timer (reset per batch; when it fires the connection is torn down, which
+// ends the blocked write). The writes themselves carry no deadline: coder/websocket arms and
+// disarms a context.AfterFunc per frame for a context that has one, which cost about a tenth of
+// the server's CPU in the fan-out figure of docs/benchmarks.md. Callers never write concurrently
+// (c.writing).
 func (c *conn) write(frames [][]byte) error {
-	ctx, cancel := context.WithTimeout(context.Background(), c.srv.cfg.Limits.WriteTimeout)
-	defer cancel()
+	if c.wtimer == nil {
+		c.wtimer = time.AfterFunc(c.srv.cfg.Limits.WriteTimeout, c.writeTimedOut)
+	} else {
+		c.wtimer.Reset(c.srv.cfg.Limits.WriteTimeout)
+	}
 	for _, f := range frames {
-		if err := c.ws.Write(ctx, websocket.MessageText, f); err != nil {
+		if err := c.ws.Write(context.Background(), websocket.MessageText, f); err != nil {
+			c.wtimer.Stop()
 			return err
 		}
 	}
+	if !c.wtimer.Stop() {
+		return errWriteTimeout
+	}
 	return nil
+}
+
+var errWriteTimeout = errors.New("write timed out: the peer does not read")
+
+// writeTimedOut runs when a write batch overran Limits.WriteTimeout: the peer stopped reading.
+func (c *conn) writeTimedOut() {
+	c.setCloseErr(errWriteTimeout)
+	c.closeBroken()
 }
 
 // writeFailed ends a connection whose write failed: coder/websocket has already torn it down (the
