@@ -428,11 +428,14 @@ func (r *Runtime) execute(ru *run) {
 	// The transcript is in Postgres before run:end, so a client that sees run:end can load it.
 	fctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	// The transcript and the status go in one round trip; when that fails the status is
+	// written alone.
 	r.closeBlock(ru.sessionID)
-	if ferr := r.writer.flush(fctx); ferr != nil {
-		r.log.Error("transcript flush failed", "session", ru.sessionID, "err", ferr)
+	x, serr := r.writer.flushStatus(fctx, ru.sessionID, status)
+	if serr != nil {
+		r.log.Error("transcript flush failed", "session", ru.sessionID, "err", serr)
+		x, serr = r.st.SetStatus(fctx, ru.sessionID, status)
 	}
-	x, serr := r.st.SetStatus(fctx, ru.sessionID, status)
 	if serr != nil && !errors.Is(serr, store.ErrNotFound) {
 		r.log.Error("session status", "session", ru.sessionID, "err", serr)
 	}

@@ -198,6 +198,13 @@ func (w *transcriptWriter) forget(sessionID string) {
 // failure the rows stay queued, in order, and the blocks are checkpointed next time. A session
 // deleted meanwhile (its rows cannot be written) loses its queued rows, not the others'.
 func (w *transcriptWriter) flush(ctx context.Context) error {
+	_, err := w.flushStatus(ctx, "", "")
+	return err
+}
+
+// flushStatus is flush that also sets the status of session sessionID (unless ""), in the same
+// round trip (a run's end), and returns the session as stored.
+func (w *transcriptWriter) flushStatus(ctx context.Context, sessionID, status string) (store.Session, error) {
 	w.flushMu.Lock()
 	defer w.flushMu.Unlock()
 	w.mu.Lock()
@@ -215,10 +222,16 @@ func (w *transcriptWriter) flush(ctx context.Context) error {
 		}
 	}
 	w.mu.Unlock()
-	err := w.st.FlushTranscript(ctx, rows, open, cleared)
+	write := func() (x store.Session, err error) {
+		if sessionID == "" {
+			return x, w.st.FlushTranscript(ctx, rows, open, cleared)
+		}
+		return w.st.FlushTranscriptStatus(ctx, rows, open, cleared, sessionID, status)
+	}
+	x, err := write()
 	if errors.Is(err, store.ErrNotFound) {
 		rows = w.withoutDeleted(ctx, rows)
-		err = w.st.FlushTranscript(ctx, rows, open, cleared)
+		x, err = write()
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -228,12 +241,12 @@ func (w *transcriptWriter) flush(ctx context.Context) error {
 		for _, b := range grown {
 			b.dirty = true
 		}
-		return err
+		return x, err
 	}
 	for _, b := range grown {
 		b.saved = true
 	}
-	return nil
+	return x, nil
 }
 
 // withoutDeleted drops the rows of sessions that no longer exist.

@@ -509,6 +509,11 @@ func TestStartRunPromptAndStatusTogether(t *testing.T) {
 	n, err := s.CountEvents(ctx, b.ID)
 	require.NoError(t, err)
 	assert.Zero(t, n)
+	// The transcript writer's batch (one round trip) fails the same way, writing nothing.
+	assert.ErrorIs(t, s.FlushTranscript(ctx, mixed, nil, nil), store.ErrNotFound)
+	n, err = s.CountEvents(ctx, b.ID)
+	require.NoError(t, err)
+	assert.Zero(t, n)
 
 	// Killed after StartRun: the next start's InterruptRunning ends the run.
 	ids, err := s.InterruptRunning(ctx, func(sid string) store.EventRow {
