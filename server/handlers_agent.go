@@ -189,6 +189,7 @@ func (h sessionsHandler) Delete(ctx context.Context, p *protocol.SessionsDeleteP
 	}
 	h.s.runs.Forget(p.SessionID)
 	h.s.sessions.drop(p.SessionID)
+	h.s.dropViews(p.SessionID)
 	t := true
 	if _, err := h.s.hub.publish(&protocol.SessionUpdatedSignal{SessionID: p.SessionID, Deleted: &t}, nil, ""); err != nil {
 		h.s.log.Error("session:updated not sent", "session", p.SessionID, "err", err)
