@@ -591,7 +591,7 @@ func TestFieldCase_B18_SlowConsumer(t *testing.T) {
 	// can still reach it (the server waits at most 5 s to write it). It skips the contract
 	// check, which takes seconds per megabyte frame under -race; the fast client checks the
 	// same signals.
-	// slow.noContract = true
+	slow.noContract = true
 	go func() {
 		for !slowSrv.isClosing() {
 			time.Sleep(5 * time.Millisecond)
