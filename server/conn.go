@@ -412,6 +412,10 @@ func (c *conn) write(frames [][]byte) error {
 		c.wtimer.Reset(c.srv.cfg.Limits.WriteTimeout)
 	}
 	for _, f := range frames {
+		if c.isClosing() { // a batch stops too: the close frame follows the frame in flight
+			c.wtimer.Stop()
+			return nil
+		}
 		if err := c.ws.Write(context.Background(), websocket.MessageText, f); err != nil {
 			c.wtimer.Stop()
 			return err
