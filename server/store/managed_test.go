@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -138,4 +139,33 @@ func TestManagedRootBlockedParent(t *testing.T) {
 	assert.Contains(t, msg, "cannot enter "+blocked+" ")
 	assert.Contains(t, msg, "--data-dir /var/lib/zidane-server")
 	assert.NoDirExists(t, filepath.Join(blocked, "data", "postgres"), "nothing initialised")
+}
+
+// TestHealthSeesSmartShutdown: a PostgreSQL in smart shutdown keeps serving the pool's open
+// connections but refuses new ones; Store.Health must report that (so /healthz says degraded)
+// while Ping, which reuses a pooled connection, still succeeds.
+func TestHealthSeesSmartShutdown(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := filepath.Join(shortTempDir(t), "data")
+	m, err := store.StartManaged(ctx, dir, quiet)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = m.Stop() })
+	s, err := store.Open(ctx, m.URL(), store.Options{MaxConns: 2, Logger: quiet})
+	require.NoError(t, err)
+	require.NoError(t, s.Health(ctx))
+
+	pidLine, err := os.ReadFile(filepath.Join(dir, "postgres", "postmaster.pid"))
+	require.NoError(t, err)
+	first, _, _ := strings.Cut(string(pidLine), "\n")
+	pid, err := strconv.Atoi(strings.TrimSpace(first))
+	require.NoError(t, err)
+	require.NoError(t, syscall.Kill(pid, syscall.SIGTERM)) // smart shutdown: waits for open sessions
+
+	var herr error
+	require.Eventually(t, func() bool { herr = s.Health(ctx); return herr != nil }, 15*time.Second, 200*time.Millisecond,
+		"Health must fail once new connections are refused")
+	assert.ErrorIs(t, herr, store.ErrUnavailable)
+	assert.NoError(t, s.Ping(ctx), "the pooled connection still works: Ping alone cannot see it")
+	s.Close() // lets the smart shutdown finish
 }

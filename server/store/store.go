@@ -16,6 +16,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 	"unicode/utf8"
@@ -74,6 +75,10 @@ type Store struct {
 	pool    *pgxpool.Pool
 	timeout time.Duration
 	log     *slog.Logger
+
+	probeMu  sync.Mutex // serialises Health's fresh-connection probe
+	probeAt  time.Time  // when the last probe ran
+	probeErr error      // its outcome, reused for healthProbeEvery
 }
 
 // Open connects to databaseURL (a postgres:// URL or key=value DSN), checks
@@ -155,6 +160,37 @@ func (s *Store) Ping(ctx context.Context) error {
 	return s.withConn(ctx, "ping", func(ctx context.Context, c *pgxpool.Conn) error {
 		return c.Ping(ctx)
 	})
+}
+
+// healthProbeEvery bounds how often Health opens a fresh connection: an unauthenticated
+// /healthz polled in a loop costs at most one new database connection per interval.
+const healthProbeEvery = 2 * time.Second
+
+// Health reports whether the database serves this store and would serve a new connection.
+// Ping alone is not enough: a PostgreSQL in smart shutdown keeps serving the pool's open
+// connections but refuses new ones, so the server would look healthy until its pool turns over.
+// Health pings a pooled connection and, at most every healthProbeEvery, also opens (and closes)
+// a fresh one; between probes it answers the last probe's outcome. Errors: ErrUnavailable,
+// ErrBusy.
+func (s *Store) Health(ctx context.Context) error {
+	if err := s.Ping(ctx); err != nil {
+		return err
+	}
+	s.probeMu.Lock()
+	defer s.probeMu.Unlock()
+	if !s.probeAt.IsZero() && time.Since(s.probeAt) < healthProbeEvery {
+		return s.probeErr
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	c, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
+	if err == nil {
+		err = c.Close(ctx)
+	} else {
+		err = fmt.Errorf("%w: a new connection was refused: %w", ErrUnavailable, err)
+	}
+	s.probeAt, s.probeErr = time.Now(), err
+	return err
 }
 
 // withConn runs fn with a pooled connection under the store's timeout and

@@ -35,6 +35,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -269,7 +270,9 @@ func Build(opts Options) (*Setup, error) {
 		if keyEnv != "" {
 			key = provider.NewSecret(env(keyEnv))
 			s.KeyEnvs = appendOnce(s.KeyEnvs, keyEnv)
-			if !key.IsSet() {
+			// A local server (Ollama, llama.cpp, vLLM on this host) usually needs no key: an unset
+			// key there is the normal case, not a setting that will not work.
+			if !key.IsSet() && !loopbackURL(pc.BaseURL) {
 				s.Warnings = append(s.Warnings, fmt.Sprintf("provider %q: %s is not set; its requests will fail until it is", pc.Name, keyEnv))
 			}
 		}
@@ -406,4 +409,18 @@ func firstNonEmpty(xs ...string) string {
 		}
 	}
 	return ""
+}
+
+// loopbackURL reports whether raw is a URL whose host is a loopback name or address.
+func loopbackURL(raw string) bool {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return false
+	}
+	h := u.Hostname()
+	if h == "localhost" || strings.HasSuffix(h, ".localhost") {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
 }

@@ -189,3 +189,22 @@ func TestConfigFileErrors(t *testing.T) {
 	_, err := config.Build(config.Options{Path: filepath.Join(t.TempDir(), "missing.json"), LookupEnv: envOf(nil)})
 	assert.Error(t, err, "an explicit --config must exist")
 }
+
+// A local OpenAI-compatible server (Ollama, llama.cpp) usually needs no key: OPENAI_BASE_URL on a
+// loopback host without OPENAI_API_KEY works and warns of nothing; a remote one without the key
+// gets the warning naming the variable.
+func TestLocalBaseURLNeedsNoKeyWarning(t *testing.T) {
+	f := openaitest.New(t)
+	f.Enqueue(openaitest.Reply("local", 1, 1))
+	s, err := config.Build(config.Options{LookupEnv: envOf(map[string]string{"OPENAI_BASE_URL": f.BaseURL()}), Model: "openai/llama"})
+	require.NoError(t, err)
+	assert.Empty(t, s.Warnings)
+	p, err := s.Find("openai")
+	require.NoError(t, err)
+	require.NoError(t, providertest.Run(p, providertest.Hi("llama")).Err)
+	assert.Empty(t, f.StreamRequests()[0].Header.Get("Authorization"))
+
+	s, err = config.Build(config.Options{LookupEnv: envOf(map[string]string{"OPENAI_BASE_URL": "https://llm.example.com/v1"}), Model: "openai/big"})
+	require.NoError(t, err)
+	assert.Contains(t, s.Warnings, `provider "openai": OPENAI_API_KEY is not set; its requests will fail until it is`)
+}
