@@ -185,11 +185,11 @@ func TestStreamProgress(t *testing.T) {
 			got = append(got, progress{time.Now(), p["turnId"].(string), num(t, p["tokens"]), tps})
 		}
 	}
-	// ~1.5 s + ~0.5 s of streaming: at least 4 reports, at most 4 a second (+1 for the edges).
+	// ~1.5 s + ~0.5 s of streaming: at least 4 reports, at most 4 a second: any 5 in a row span
+	// a second at the server (less the delivery jitter here).
 	require.GreaterOrEqual(t, len(got), 4, "%+v", got)
-	require.LessOrEqual(t, len(got), 4*4+1, "%+v", got)
 	for i := 4; i < len(got); i++ {
-		assert.Greater(t, got[i].at.Sub(got[i-4].at), 900*time.Millisecond, "any 5 in a row span more than a second")
+		assert.Greater(t, got[i].at.Sub(got[i-4].at), 750*time.Millisecond, "any 5 in a row span about a second")
 	}
 	turns := map[string]bool{}
 	for i, p := range got {
