@@ -158,6 +158,10 @@ func runPrompt(o promptOptions, stdout, stderr io.Writer) int {
 	sid := o.sessionID
 	if sid == "" {
 		s, err := c.SessionsCreate(setupCtx, &protocol.SessionsCreateParams{})
+		for i := 0; i < 3 && errors.Is(err, client.ErrNotConnected) && c.WaitConnected(setupCtx) == nil; i++ {
+			// Not sent (the connection dropped right after the dial): send it once connected.
+			s, err = c.SessionsCreate(setupCtx, &protocol.SessionsCreateParams{})
+		}
 		if err != nil {
 			return setupFailed(setupCtx, ctx, t, stderr, "create session", err)
 		}
