@@ -56,13 +56,13 @@ func agentErr(err error) error {
 }
 
 // publishPresence sends presence:changed: every session that runs or that a connection views,
-// with how many connections view it.
+// with how many connections view it and how many of those are focused (schema/presence.json).
 func (s *Server) publishPresence() {
 	running := map[string]bool{}
 	for _, id := range s.runs.Running() {
 		running[id] = true
 	}
-	windows := s.views()
+	windows, focused := s.views()
 	waiting := s.gate.Waiting()
 	ids := make([]string, 0, len(running)+len(windows))
 	for id := range running {
@@ -76,7 +76,11 @@ func (s *Server) publishPresence() {
 	sort.Strings(ids)
 	ps := make([]protocol.SessionPresence, 0, len(ids))
 	for _, id := range ids {
-		ps = append(ps, protocol.SessionPresence{SessionID: id, Running: running[id], Windows: windows[id], Attention: waiting[id]})
+		p := protocol.SessionPresence{SessionID: id, Running: running[id], Windows: windows[id], Attention: waiting[id]}
+		if n := focused[id]; n > 0 {
+			p.Focused = &n
+		}
+		ps = append(ps, p)
 	}
 	s.hub.publish(&protocol.PresenceChangedSignal{Sessions: ps}, nil, "")
 }

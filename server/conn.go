@@ -44,7 +44,16 @@ type conn struct {
 	closeErr error
 	wg       sync.WaitGroup
 
-	viewing atomic.Pointer[string] // the session this connection last opened (presence "windows")
+	view atomic.Pointer[connView] // the session this connection shows (presence); nil: none, never declared
+}
+
+// connView is what a connection shows, for presence:changed (schema/presence.json). declared is
+// set once the connection called presence.set: from then on only presence.set moves the view, and
+// the inference from sessions.get, sessions.loadEvents and chat.send (setView) leaves it alone.
+type connView struct {
+	sessionID string // "" when it shows none
+	focused   bool   // the window has the user's focus (declared only)
+	declared  bool
 }
 
 type connKey struct{}

@@ -187,6 +187,7 @@ func (h sessionsHandler) Delete(ctx context.Context, p *protocol.SessionsDeleteP
 		return nil, storeErr(err, "")
 	}
 	h.s.runs.Forget(p.SessionID)
+	h.s.dropViews(p.SessionID)
 	t := true
 	if _, err := h.s.hub.publish(&protocol.SessionUpdatedSignal{SessionID: p.SessionID, Deleted: &t}, nil, ""); err != nil {
 		h.s.log.Error("session:updated not sent", "session", p.SessionID, "err", err)

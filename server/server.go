@@ -273,29 +273,80 @@ func New(ctx context.Context, cfg Config, st *store.Store) (*Server, error) {
 	return s, nil
 }
 
-// views counts, per session, the connections that view it (presence "windows").
-func (s *Server) views() map[string]int {
-	out := map[string]int{}
+// views counts, per session, the connections that view it (presence "windows") and those of them
+// that declared it focused (presence "focused").
+func (s *Server) views() (windows, focused map[string]int) {
+	windows, focused = map[string]int{}, map[string]int{}
 	s.connsMu.Lock()
 	for c := range s.conns {
-		if v := c.viewing.Load(); v != nil {
-			out[*v]++
+		if v := c.view.Load(); v != nil && v.sessionID != "" {
+			windows[v.sessionID]++
+			if v.focused {
+				focused[v.sessionID]++
+			}
 		}
 	}
 	s.connsMu.Unlock()
-	return out
+	return windows, focused
 }
 
-// setView records that c now shows sessionID (it opened, resumed or prompted it) and publishes
-// presence when that changed. A connection views one session at a time, like an app window.
+// setView infers that c now shows sessionID (it opened or prompted it) and publishes presence
+// when that changed. A connection views one session at a time, like an app window. It does
+// nothing for a connection that declared its view with presence.set (setPresence).
 func (s *Server) setView(c *conn, sessionID string) {
 	if c == nil {
 		return
 	}
-	if old := c.viewing.Swap(&sessionID); old != nil && *old == sessionID {
+	for {
+		old := c.view.Load()
+		if old != nil && (old.declared || old.sessionID == sessionID) {
+			return
+		}
+		if c.view.CompareAndSwap(old, &connView{sessionID: sessionID}) {
+			break
+		}
+	}
+	s.presenceSoon()
+}
+
+// setPresence records the view c declared with presence.set (sessionID "" for none) and
+// publishes presence when the counts it feeds changed.
+func (s *Server) setPresence(c *conn, sessionID string, focused bool) {
+	if c == nil {
+		return
+	}
+	v := &connView{sessionID: sessionID, focused: focused && sessionID != "", declared: true}
+	old := c.view.Swap(v)
+	if old != nil && old.sessionID == v.sessionID && old.focused == v.focused {
+		return
+	}
+	if old == nil && v.sessionID == "" {
 		return
 	}
 	s.presenceSoon()
+}
+
+// dropViews ends every connection's view of a deleted session (declared or inferred; a declared
+// connection stays declared, showing none) and publishes presence when one ended.
+func (s *Server) dropViews(sessionID string) {
+	changed := false
+	s.connsMu.Lock()
+	for c := range s.conns {
+		for {
+			old := c.view.Load()
+			if old == nil || old.sessionID == "" || !strings.EqualFold(old.sessionID, sessionID) {
+				break
+			}
+			if c.view.CompareAndSwap(old, &connView{declared: old.declared}) {
+				changed = true
+				break
+			}
+		}
+	}
+	s.connsMu.Unlock()
+	if changed {
+		s.presenceSoon()
+	}
 }
 
 // presenceDelay coalesces view changes: at most one presence:changed per delay, however often
@@ -394,7 +445,7 @@ func (s *Server) track(c *conn, add bool) {
 	if !add {
 		s.media.drop(c) // its media tickets end with it
 	}
-	if !add && c.viewing.Load() != nil && s.baseCtx.Err() == nil {
+	if v := c.view.Load(); !add && v != nil && v.sessionID != "" && s.baseCtx.Err() == nil {
 		s.presenceSoon() // its window closed
 	}
 }

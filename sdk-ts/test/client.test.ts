@@ -900,3 +900,30 @@ test('C31 reconnect storm: one socket at a time, hello first, one resume per ses
   }
   for (let i = 1; i < transitions.length; i++) assert.ok(allowed[transitions[i - 1]!]?.includes(transitions[i]!), `${transitions[i - 1]} → ${transitions[i]}`)
 })
+
+test('setPresence: sent as a notification when offered, declared again on every connection, never to a server without it', async (t) => {
+  const { fs, cp } = await rig(t)
+  fs.hello = helloResult({ methods: [...helloResult().methods, 'presence.set'] })
+  const c = mk(cp.url, { reconnect: { initialMs: 5, maxMs: 10 } })
+  t.after(() => c.close())
+  c.setPresence(A, true) // before the handshake: goes out once hello answers
+  await c.ready
+  await until(() => fs.requests('presence.set').length === 1)
+  c.setPresence(B, false)
+  await until(() => fs.requests('presence.set').length === 2)
+  cp.rst()
+  await until(() => fs.conns.length === 2 && fs.last.frames.some((f) => f.method === 'presence.set'))
+  const sent = fs.requests('presence.set')
+  assert.deepEqual(sent.map((r) => [r.conn.index, r.id, r.params]), [
+    [0, undefined, { sessionId: A, focused: true }],
+    [0, undefined, { sessionId: B, focused: false }],
+    [1, undefined, { sessionId: B, focused: false }],
+  ])
+  // A server that does not offer presence.set never gets it.
+  fs.hello = helloResult()
+  cp.rst()
+  await until(() => fs.conns.length === 3 && c.connection.get().status === 'open')
+  c.setPresence(null, false)
+  await realDelay(50)
+  assert.equal(fs.requests('presence.set').length, 3)
+})

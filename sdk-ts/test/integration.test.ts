@@ -84,6 +84,37 @@ test('integration: a forced disconnect mid-run resumes with nothing lost and not
   assert.deepEqual(host.streams.transcript(s.id), await stored(host.client, s.id))
 })
 
+test('integration: setPresence declares the view and focus; other windows count it; a reconnect declares it again', async (t) => {
+  const cp = await CutProxy.start(server.port)
+  t.after(() => cp.close())
+  // A backoff of about a second, longer than the server's 100 ms presence coalescing: the gap shows.
+  const a = createServerClient({ url: cp.url, token, WebSocket: WS, appVersion: 'sdk-test', reconnect: { initialMs: 1000, maxMs: 1000 } })
+  t.after(() => a.close())
+  const b = createServerClient({ url: server.url, token, WebSocket: WS, appVersion: 'sdk-test' })
+  t.after(() => b.close())
+  await Promise.all([a.ready, b.ready])
+  assert.ok(a.offers('presence.set'))
+  const s = await b.call('sessions.create', { cwd: '' })
+  let counts: { windows: number; focused: number } | undefined
+  b.onSignal('presence:changed', (sig) => {
+    const p = sig.sessions.find((x) => x.sessionId === s.id)
+    counts = p === undefined ? { windows: 0, focused: 0 } : { windows: p.windows, focused: p.focused ?? 0 }
+  })
+  const is = (windows: number, focused: number) => counts !== undefined && counts.windows === windows && counts.focused === focused
+  a.setPresence(s.id, true)
+  await until(() => is(1, 1), 5000, 'windows 1, focused 1')
+  a.setPresence(s.id, false)
+  await until(() => is(1, 0), 5000, 'focus lost')
+  a.setPresence(s.id, true)
+  await until(() => is(1, 1), 5000, 'focused again')
+  // The dropped connection's view ends with it; the new connection declares it again.
+  cp.rst()
+  await until(() => is(0, 0), 5000, 'the dropped window gone')
+  await until(() => is(1, 1), 5000, 'declared again after the reconnect')
+  a.setPresence(null, true)
+  await until(() => is(0, 0), 5000, 'null clears the view')
+})
+
 test('integration: a restart gives another epoch and a reload (C19 a); the next run continues it', async (t) => {
   const host = createServerHost({ url: server.url, token, WebSocket: WS, frames: false, reconnect: { initialMs: 100, maxMs: 300 } })
   t.after(() => host.close())

@@ -46,7 +46,9 @@ const (
 type Managed struct {
 	dataDir, clusterDir, runDir string
 	log                         *slog.Logger
-	cmd                         *exec.Cmd
+	bins                        pgBins
+	as                          *runAs    // the unprivileged user postgres runs as (root only), else nil
+	cmd                         *exec.Cmd // the postmaster we started; Stop stops the one postmaster.pid names
 	logFile                     *os.File
 	done                        chan struct{} // closed when postgres has exited
 	waitErr                     error         // valid after done
@@ -246,6 +248,7 @@ func startManaged(ctx context.Context, dataDir string, log *slog.Logger) (*Manag
 		clusterDir: filepath.Join(dataDir, "postgres"),
 		runDir:     filepath.Join(dataDir, "run"),
 		log:        log,
+		bins:       bins,
 		done:       make(chan struct{}),
 	}
 	if sock := filepath.Join(m.runDir, socketName); len(sock) >= maxSocketPath {
@@ -261,6 +264,7 @@ func startManaged(ctx context.Context, dataDir string, log *slog.Logger) (*Manag
 		if as, err = lookupRunAs(); err != nil {
 			return nil, err
 		}
+		m.as = as
 		// dataDir is ours: let the user traverse it (search only, no listing).
 		if fi, err := os.Stat(dataDir); err == nil && !as.canSearch(fi) {
 			if err := os.Chmod(dataDir, fi.Mode().Perm()|0o001); err != nil {
@@ -482,35 +486,145 @@ func tail(b []byte, n int) []byte {
 // postgres://zidane@/zidane?host=%2Fvar%2Flib%2Fzidane-server%2Frun&sslmode=disable.
 func (m *Managed) URL() string { return m.urlFor(managedDB) }
 
-// Stop shuts the server down (fast shutdown: SIGINT, escalating to SIGQUIT
-// and SIGKILL after 60s) and waits for it to exit. Safe to call repeatedly;
-// later calls return the first result.
+// Stop shuts the cluster's postmaster down and waits until it is gone: the process that
+// <cluster>/postmaster.pid names at stop time (issue 7 item 3), which is not necessarily the one
+// this Managed started (an operator may have restarted the cluster with pg_ctl). It sends SIGINT
+// (fast shutdown), SIGQUIT after stopTimeout, SIGKILL 10 s later, and polls until the process has
+// exited (it may not be our child); our own child, if it still runs, is stopped the same way and
+// reaped. The pid is trusted only if it is a postgres process whose working directory is the
+// cluster (a postmaster chdirs there), so a stale file never signals an unrelated process. Safe to
+// call repeatedly; later calls return the first result. Errors: the postmaster did not exit,
+// or our child exited abnormally.
 func (m *Managed) Stop() error {
 	m.stopOnce.Do(func() {
 		defer m.logFile.Close()
-		p := m.cmd.Process
-		_ = p.Signal(syscall.SIGINT)
-		select {
-		case <-m.done:
-		case <-time.After(stopTimeout):
-			m.log.Warn("managed postgres: fast shutdown timed out; sending SIGQUIT", "pid", p.Pid)
-			_ = p.Signal(syscall.SIGQUIT)
-			select {
-			case <-m.done:
-			case <-time.After(10 * time.Second):
-				_ = p.Kill()
-				<-m.done
-			}
-		}
-		var ee *exec.ExitError
-		if m.waitErr != nil && !errors.As(m.waitErr, &ee) {
-			m.stopErr = m.waitErr
-		} else if ee != nil && !ee.Success() {
-			m.stopErr = fmt.Errorf("managed postgres: exited with %v", ee)
-		}
-		m.log.Info("managed postgres: stopped", "pid", p.Pid, "err", m.stopErr)
+		m.stopErr = m.stop()
 	})
 	return m.stopErr
+}
+
+func (m *Managed) stop() error {
+	child := m.cmd.Process
+	ownChild := !m.exited() // not reaped yet, so its pid is still ours to signal
+	pm := m.postmasterPID()
+	var others []int // processes that are not our running child: polled, not waited for
+	if pm > 0 && (pm != child.Pid || !ownChild) {
+		others = append(others, pm)
+	}
+	pids := append([]int(nil), others...) // for the log
+	if ownChild {
+		pids = append(pids, child.Pid)
+	}
+	gone := func() bool {
+		if ownChild && !m.exited() {
+			return false
+		}
+		for _, pid := range others {
+			if !processGone(pid) {
+				return false
+			}
+		}
+		return true
+	}
+	signal := func(sig syscall.Signal) {
+		for _, pid := range others {
+			_ = syscall.Kill(pid, sig)
+		}
+		if ownChild && !m.exited() {
+			_ = child.Signal(sig)
+		}
+	}
+	signal(syscall.SIGINT)
+	stopped := m.waitGone(gone, stopTimeout)
+	if !stopped {
+		m.log.Warn("managed postgres: fast shutdown timed out; sending SIGQUIT", "pids", pids)
+		signal(syscall.SIGQUIT)
+		if stopped = m.waitGone(gone, 10*time.Second); !stopped {
+			signal(syscall.SIGKILL)
+			stopped = m.waitGone(gone, 10*time.Second)
+		}
+	}
+	var err error
+	var ee *exec.ExitError
+	switch {
+	case !stopped:
+		err = fmt.Errorf("managed postgres: the postmaster (pids %v) did not exit after SIGKILL", pids)
+	case m.waitErr != nil && !errors.As(m.waitErr, &ee):
+		err = m.waitErr
+	case ee != nil && !ee.Success():
+		err = fmt.Errorf("managed postgres: exited with %v", ee)
+	}
+	m.log.Info("managed postgres: stopped", "postmaster", pm, "child", child.Pid, "err", err)
+	return err
+}
+
+// exited reports whether our child has exited (and was reaped).
+func (m *Managed) exited() bool {
+	select {
+	case <-m.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// waitGone polls gone every 20 ms (and wakes when our child exits) until it holds or d passes.
+func (m *Managed) waitGone(gone func() bool, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for !gone() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		select {
+		case <-m.done:
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return true
+}
+
+// postmasterPID returns the pid of the first line of <cluster>/postmaster.pid when it is a live
+// postgres process working in the cluster directory, else 0.
+func (m *Managed) postmasterPID() int {
+	b, err := os.ReadFile(filepath.Join(m.clusterDir, "postmaster.pid"))
+	if err != nil {
+		return 0
+	}
+	first, _, _ := strings.Cut(string(b), "\n")
+	pid, err := strconv.Atoi(strings.TrimSpace(first))
+	if err != nil || pid <= 0 || !processIsPostgres(pid) || processGone(pid) {
+		return 0
+	}
+	if cwd, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid)); err == nil {
+		want, werr := filepath.EvalSymlinks(m.clusterDir)
+		if werr != nil {
+			want = m.clusterDir
+		}
+		if cwd != want && cwd != m.clusterDir {
+			m.log.Warn("managed postgres: postmaster.pid names a postgres of another cluster; not signalling it", "pid", pid, "cwd", cwd)
+			return 0
+		}
+	}
+	return pid
+}
+
+// processGone reports whether pid has exited: no such process, a zombie nobody reaped yet (a
+// postmaster started by pg_ctl is not our child), or a process that is no longer postgres.
+func processGone(pid int) bool {
+	if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+		return true
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return errors.Is(err, fs.ErrNotExist)
+	}
+	// pid (comm) state ...: comm may hold spaces and parentheses; the state follows the last ')'.
+	if i := bytes.LastIndexByte(b, ')'); i >= 0 && i+2 < len(b) {
+		if st := b[i+2]; st == 'Z' || st == 'X' {
+			return true
+		}
+	}
+	return !processIsPostgres(pid)
 }
 
 // ManagedURL is the URL of the managed Postgres of dataDir, for a process that finds it already

@@ -169,3 +169,57 @@ func TestHealthSeesSmartShutdown(t *testing.T) {
 	assert.NoError(t, s.Ping(ctx), "the pooled connection still works: Ping alone cannot see it")
 	s.Close() // lets the smart shutdown finish
 }
+
+// postmasterPid reads the first line of the cluster's postmaster.pid.
+func postmasterPid(t *testing.T, dir string) int {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "postgres", "postmaster.pid"))
+	require.NoError(t, err)
+	first, _, _ := strings.Cut(string(b), "\n")
+	pid, err := strconv.Atoi(strings.TrimSpace(first))
+	require.NoError(t, err)
+	return pid
+}
+
+// TestFieldCase_B32_ManagedStopFollowsPostmasterPid (issue 7 item 3): after the cluster was
+// restarted outside the Managed (pg_ctl restart, as an operator would), the postmaster is no
+// longer the process the Managed started; Stop must stop the one postmaster.pid names, not the
+// remembered (long exited) child, and wait until it is gone.
+func TestFieldCase_B32_ManagedStopFollowsPostmasterPid(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := filepath.Join(shortTempDir(t), "data")
+	m, err := store.StartManaged(ctx, dir, quiet)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = m.Stop() })
+	started := postmasterPid(t, dir)
+
+	out, err := os.Create(filepath.Join(t.TempDir(), "pg_ctl.out"))
+	require.NoError(t, err)
+	defer out.Close()
+	rctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
+	err = m.PGCtl(rctx, out, "restart", "-m", "fast", "-w", "-t", "60", "-l", filepath.Join(dir, "run", "pg_ctl.log"))
+	if err != nil {
+		b, _ := os.ReadFile(out.Name())
+		t.Fatalf("pg_ctl restart: %v\n%s", err, b)
+	}
+	pid := postmasterPid(t, dir)
+	require.NotEqual(t, started, pid, "pg_ctl started another postmaster")
+	t.Cleanup(func() { // never leave it running, whatever Stop did
+		if !store.ProcessGone(pid) {
+			_ = syscall.Kill(pid, syscall.SIGQUIT)
+		}
+	})
+	c, err := pgx.Connect(ctx, m.URL())
+	require.NoError(t, err, "the restarted cluster serves the same socket")
+	c.Close(ctx)
+
+	require.NoError(t, m.Stop())
+	assert.True(t, store.ProcessGone(pid), "Stop stopped the postmaster of postmaster.pid (pid %d), not only the child it started (pid %d)", pid, started)
+	assert.NoFileExists(t, filepath.Join(dir, "postgres", "postmaster.pid"), "a clean shutdown removes postmaster.pid")
+	cctx, ccancel := context.WithTimeout(ctx, 3*time.Second)
+	defer ccancel()
+	_, err = pgx.Connect(cctx, m.URL())
+	assert.Error(t, err, "nothing serves the socket after Stop")
+}

@@ -152,6 +152,15 @@ export interface ServerClient {
   follow(sessionId: string, options?: FollowOptions): () => void
   /** The resume position of a followed session. */
   cursor(sessionId: string): SessionCursor | undefined
+  /**
+   * Declares which session this window shows (null: none) and whether it has the user's focus
+   * (presence.set): other windows count it in presence:changed (windows, focused). Sent now as a
+   * notification when connected, and again after every reconnect (a new connection shows nothing),
+   * to servers that offer presence.set. Call it on every change; once called, the server no longer
+   * infers the view from sessions.get and sessions.loadEvents. An unknown session is dropped by the
+   * server without an answer; call('presence.set', …) to see such errors.
+   */
+  setPresence(sessionId: string | null, focused: boolean): void
   /** Connects now if the client is waiting to retry (a user's "reconnect"); never opens a second socket. */
   reconnect(): void
   /** After hostChanged: trust the new server (forget the saved hostId and every cursor) and connect. */
@@ -251,6 +260,8 @@ export function createServerClient(options: ServerClientOptions): ServerClient {
   let gen = 0
   let ws: WebSocketLike | undefined
   let live = false // hello answered on the current socket
+  /** The view declared with setPresence, re-sent after every hello. */
+  let presence: { sessionId: string | null; focused: boolean } | undefined
   let attempt = 0 // consecutive failed attempts since the last hello
   let nextId = 1
   let userClosed = false
@@ -416,6 +427,7 @@ export function createServerClient(options: ServerClientOptions): ServerClient {
     const q = queued
     queued = []
     for (const item of q) writeRequest(g, item.id, item.method, item.params, item.p)
+    sendPresence()
     for (const f of followed.values()) {
       f.busy = false
       f.held = []
@@ -770,6 +782,11 @@ export function createServerClient(options: ServerClientOptions): ServerClient {
     cb?.()
   }
 
+  /** Sends the declared presence on the current connection, if any and if the server offers it. */
+  function sendPresence() {
+    if (presence !== undefined && client.offers('presence.set')) client.notify('presence.set', presence)
+  }
+
   // ---- the public object ---------------------------------------------------------------------------
 
   const client: ServerClient = {
@@ -837,6 +854,10 @@ export function createServerClient(options: ServerClientOptions): ServerClient {
       const f = followed.get(sessionId)
       return f && f.epoch !== undefined && f.seq !== undefined ? { epoch: f.epoch, seq: f.seq } : undefined
     },
+    setPresence(sessionId, focused) {
+      presence = { sessionId, focused }
+      if (live) sendPresence()
+    },
     reconnect() {
       if (stopped) return
       if (ws === undefined && retryTimer !== undefined) connect()
@@ -845,6 +866,7 @@ export function createServerClient(options: ServerClientOptions): ServerClient {
     acceptHost() {
       if (state.get().status !== 'hostChanged') return
       savedHostId = undefined
+      presence = undefined // its session belongs to the old server
       for (const f of followed.values()) {
         f.seq = undefined
         f.epoch = undefined
