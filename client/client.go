@@ -561,16 +561,14 @@ func (c *Client) connectLoop() {
 		}
 		c.setState(StateChange{State: StateConnecting})
 		w, err := c.attempt()
-		if first != nil {
+		if first != nil && err != nil {
 			first <- err
-			first = nil
-			if err != nil {
-				return // Dial returns it and closes the client
-			}
+			return // Dial returns it and closes the client
 		}
 		if err == nil {
 			failures = 0 // reset only after a handshake succeeded
-			err = c.serve(w)
+			err = c.serve(w, first)
+			first = nil
 		}
 		if c.ctx.Err() != nil {
 			return
@@ -704,13 +702,17 @@ func (c *Client) attempt() (*wire, error) {
 }
 
 // serve makes w the live connection, resumes every followed session on it, pings it, and
-// returns when it ends, with why.
-func (c *Client) serve(w *wire) error {
+// returns when it ends, with why. It answers first (Dial's wait, when not nil) once w is the
+// current connection, so a call made the moment Dial returns goes out on it.
+func (c *Client) serve(w *wire, first chan<- error) error {
 	c.mu.Lock()
 	if c.ctx.Err() != nil {
 		c.mu.Unlock()
 		w.fail(ErrClosed)
 		w.ws.CloseNow()
+		if first != nil {
+			first <- ErrClosed
+		}
 		return ErrClosed
 	}
 	h := w.hello
@@ -727,6 +729,9 @@ func (c *Client) serve(w *wire) error {
 	}
 	c.mu.Unlock()
 	c.setState(StateChange{State: StateConnected})
+	if first != nil {
+		first <- nil
+	}
 	c.loopWG.Add(1)
 	go w.pingLoop()
 	select {

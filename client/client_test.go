@@ -102,3 +102,20 @@ func TestDialRefusalNamesTheStatus(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "401")
 }
+
+// TestDialThenCallAtOnce: a call made the moment Dial returns goes out on the new connection.
+// Dial used to return before the connection became the current one, so such a call could fail
+// with ErrNotConnected (seen as "create session: not connected" in the CLI's tests under -race).
+func TestDialThenCallAtOnce(t *testing.T) {
+	s := newFakeServer(t)
+	o := fast()
+	o.ConnectTimeout = 20 * time.Second // a loaded machine, not the subject here
+	for i := 0; i < 200; i++ {
+		c, err := Dial(context.Background(), s.url(), o)
+		require.NoError(t, err)
+		_, err = c.Ping(context.Background(), &protocol.PingParams{})
+		c.Close()
+		require.NoError(t, err, "dial %d", i)
+		<-s.newConn // the fake server queues each connection (64 at most)
+	}
+}

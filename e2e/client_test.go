@@ -145,7 +145,9 @@ func waitRunEnd(t *testing.T, c *wsConn, tick func(), runIDs ...string) {
 		} else {
 			select {
 			case x, ok := <-c.frames:
-				require.True(t, ok, "driver connection closed: %v", c.readErr)
+				if !ok { // c.readErr is written before frames closes: read it only then
+					t.Fatalf("driver connection closed: %v", c.readErr)
+				}
 				b = x
 			case <-time.After(time.Millisecond):
 				continue

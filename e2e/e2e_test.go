@@ -285,7 +285,7 @@ type wsConn struct {
 	frames  chan []byte
 	backlog [][]byte
 	nextID  int
-	readErr error
+	readErr error // written by the reader goroutine before it closes frames: read it only after that
 
 	mu      sync.Mutex
 	methods map[string]string // request id → method, for the contract check of answers

@@ -49,7 +49,9 @@ func TestSIGTERMDuringRun(t *testing.T) {
 	}
 	for end.Kind != "run:end" {
 		b, ok := <-c.frames
-		require.True(t, ok, "the connection closed before run:end arrived: %v", c.readErr)
+		if !ok { // c.readErr is written before frames closes: read it only then
+			t.Fatalf("the connection closed before run:end arrived: %v", c.readErr)
+		}
 		var f frame
 		require.NoError(t, json.Unmarshal(b, &f))
 		if f.Method == "ipc.signal" {

@@ -387,6 +387,9 @@ func (c *conn) write(frames [][]byte) error {
 	ctx, cancel := context.WithTimeout(context.Background(), c.srv.cfg.Limits.WriteTimeout)
 	defer cancel()
 	for _, f := range frames {
+		if c.isClosing() { // a batch stops too: the close frame follows the frame in flight
+			return nil
+		}
 		if err := c.ws.Write(ctx, websocket.MessageText, f); err != nil {
 			return err
 		}

@@ -145,9 +145,14 @@ func TestFsAndFilesSearchBounds(t *testing.T) {
 	// Every file matches: the 20,000-file tree is cut by the match limit, then by the file bound.
 	start := time.Now()
 	r = c.result("files.search", fmt.Sprintf(`{"cwd":%q,"pattern":"needle \\d+","limit":2000}`, tree))
-	require.Less(t, time.Since(start), textSearchTime+2*time.Second, "answers within its time bound")
-	require.Len(t, r["matches"], 2000)
+	require.Less(t, time.Since(start), textSearchTime+2*time.Second*raceSlowdown, "answers within its time bound")
 	require.Equal(t, true, r["truncated"])
+	if raceSlowdown > 1 && len(r["matches"].([]any)) < 2000 {
+		// Under -race the scan is ~10x slower: the time bound, not the match limit, may cut it.
+		require.NotEmpty(t, r["matches"])
+	} else {
+		require.Len(t, r["matches"], 2000)
+	}
 	first := r["matches"].([]any)[0].(map[string]any)
 	require.Equal(t, "pkg000/src/f000.go", first["path"])
 	require.Equal(t, json.Number("3"), first["line"])

@@ -81,6 +81,7 @@ func (p *Proxy) RST() {
 	p.mu.Unlock()
 	for _, x := range ps {
 		x.reset()
+		p.drop(x) // its sockets are closed now: no longer open for Open and MaxOpen
 	}
 }
 
