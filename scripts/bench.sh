@@ -12,7 +12,7 @@ fi
 count=${BENCH_COUNT:-5}
 raw=$(mktemp)
 trap 'rm -f "$raw"' EXIT
-go test -run '^$' -bench '^BenchmarkFig' -count "$count" -timeout 30m ./e2e/bench/ ./server/store/ | tee "$raw" | grep -E '^(Benchmark|ok|FAIL|---)' >&2
+go test -run '^$' -bench '^BenchmarkFig' -count "$count" -timeout 30m ./e2e/bench/ ./server/store/ ./server/ | tee "$raw" | grep -E '^(Benchmark|ok|FAIL|---)' >&2
 table=$(go run ./scripts/benchtable < "$raw")
 echo "$table"
 if [ "${BENCH_WRITE:-}" = "1" ]; then
@@ -22,7 +22,7 @@ if [ "${BENCH_WRITE:-}" = "1" ]; then
     echo "Written by \`BENCH_WRITE=1 make bench\` (BENCH_COUNT=$count) on $(date -u +%Y-%m-%d), commit $(git rev-parse --short HEAD), $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs))."
     echo "Each ratio is the candidate's figure against its baseline measured back to back in the same run;"
     echo "throughput figures are candidate ÷ baseline in operations per second, times and sizes candidate ÷ baseline."
-    echo "How each figure is measured: \`e2e/bench/figures_test.go\`, \`server/store/fig_bench_test.go\`."
+    echo "How each figure is measured: \`e2e/bench/figures_test.go\`, \`server/store/fig_bench_test.go\`, \`server/fig_bench_test.go\`."
     echo
     echo "$table"
   } > docs/benchmarks.md

@@ -26,7 +26,7 @@ echo "== go test (${#other_pkgs[@]} other packages)"
 go test -count=1 -timeout 15m "${other_pkgs[@]}"
 
 echo "== benchmarks, one iteration each (make bench runs them in full)"
-BENCH_SMOKE=1 go test -count=1 -run '^$' -bench '^BenchmarkFig' -benchtime 1x -timeout 10m ./e2e/bench/ ./server/store/ | grep -E '^(ok|FAIL|---|panic)'
+BENCH_SMOKE=1 go test -count=1 -run '^$' -bench '^BenchmarkFig' -benchtime 1x -timeout 10m ./e2e/bench/ ./server/store/ ./server/ | grep -E '^(ok|FAIL|---|panic)'
 
 if [ -f sdk-ts/package.json ]; then
   echo "== sdk-ts (its integration tests start bin/zidane-server: make build)"

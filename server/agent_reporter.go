@@ -1,13 +1,12 @@
 package server
 
 import (
-	"context"
 	"errors"
 	"sort"
-	"time"
 
 	"github.com/zidane-server/zidane/protocol"
 	"github.com/zidane-server/zidane/server/agent"
+	"github.com/zidane-server/zidane/server/store"
 )
 
 // agentReporter is the transport's side of agent.Reporter: the hub numbers, logs and fans out
@@ -26,17 +25,8 @@ func (a agentReporter) Publish(sig protocol.Signal, origin agent.Origin) error {
 // RunningChanged implements agent.Reporter.
 func (a agentReporter) RunningChanged() { a.s.publishPresence() }
 
-// SessionChanged implements agent.Reporter: session:updated with the stored session.
-func (a agentReporter) SessionChanged(sessionID string) {
-	ctx, cancel := context.WithTimeout(a.s.baseCtx, 5*time.Second)
-	defer cancel()
-	x, err := a.s.store.GetSession(ctx, sessionID)
-	if err != nil {
-		a.s.log.Warn("session:updated not sent", "session", sessionID, "err", err)
-		return
-	}
-	a.s.publishSession(x)
-}
+// SessionChanged implements agent.Reporter: session:updated with the session as stored.
+func (a agentReporter) SessionChanged(x store.Session) { a.s.publishSession(x) }
 
 // originOf wraps a connection as the runtime's opaque origin (nil stays nil).
 func originOf(c *conn) agent.Origin {

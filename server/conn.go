@@ -19,14 +19,14 @@ import (
 	"github.com/zidane-server/zidane/server/store"
 )
 
-// conn is one WebSocket connection: a read loop, a writer goroutine with a bounded queue, and
-// the handshake state.
+// conn is one WebSocket connection: a read loop, a bounded send queue with a writer goroutine
+// that runs only while frames are queued, and the handshake state.
 type conn struct {
 	srv     *Server
 	ws      *websocket.Conn
+	id      int64 // the connection's number in logs
 	token   store.Token
 	scope   protocol.Scope
-	log     *slog.Logger
 	ctx     context.Context // cancelled when the connection ends: cancels its queries
 	cancel  context.CancelFunc
 	helloed atomic.Bool
@@ -35,11 +35,13 @@ type conn struct {
 	qmu       sync.Mutex
 	queue     [][]byte
 	qbytes    int
-	qwake     chan struct{}
 	qroom     chan struct{} // signalled after each written batch (flow control: waitRoom)
 	pingTimer *time.Timer   // fires ping every Limits.PingInterval
 
-	writing  bool // a frame is being written (by the writer or by send); guarded by qmu
+	writing  bool        // a frame is being written (by the writer or by send); guarded by qmu
+	writerOn bool        // a writer goroutine runs (kickLocked starts one); guarded by qmu
+	wtimer   *time.Timer // the write batch's deadline (write); used by the one writing
+	writers  sync.WaitGroup
 	closing  bool
 	closeErr error
 	wg       sync.WaitGroup
@@ -71,19 +73,16 @@ func (s *Server) serveConn(ws *websocket.Conn, tok store.Token) {
 		ws:     ws,
 		token:  tok,
 		scope:  protocol.Scope(tok.Scope),
-		log:    s.log.With("conn", s.connSeq.Add(1), "token", tok.Name),
+		id:     s.connSeq.Add(1),
 		cancel: cancel,
 		sem:    make(chan struct{}, s.cfg.Limits.ConcurrentRequests),
-		qwake:  make(chan struct{}, 1),
 		qroom:  make(chan struct{}, 1),
 	}
 	c.ctx = context.WithValue(ctx, connKey{}, c)
 	ws.SetReadLimit(s.cfg.Limits.MaxMessageBytes)
 	s.track(c, true)
 	defer s.track(c, false)
-	c.log.Debug("connected")
-	writerDone := make(chan struct{})
-	go func() { defer close(writerDone); c.writeLoop() }()
+	c.log().Debug("connected")
 	c.pingTimer = time.AfterFunc(time.Hour, c.ping) // armed below, once c.pingTimer is set
 	c.pingTimer.Reset(s.cfg.Limits.PingInterval)
 	helloTimer := time.AfterFunc(s.cfg.Limits.HelloTimeout, func() {
@@ -98,8 +97,14 @@ func (s *Server) serveConn(ws *websocket.Conn, tok store.Token) {
 	cancel()
 	c.wg.Wait()
 	c.close(websocket.StatusNormalClosure, "")
-	<-writerDone
-	c.log.Debug("disconnected", "reason", c.closeErr)
+	c.writers.Wait() // no writer starts once the connection is closing
+	c.log().Debug("disconnected", "reason", c.closeErr)
+}
+
+// log is the connection's logger, made when something is logged: a logger held by every
+// connection cost memory per idle connection (the idle figure of docs/benchmarks.md).
+func (c *conn) log() *slog.Logger {
+	return c.srv.log.With("conn", c.id, "token", c.token.Name)
 }
 
 // readLoop reads frames until the connection ends. It reads with a context that close does not
@@ -158,7 +163,7 @@ func (c *conn) handleFrame(data []byte) {
 			// Until the handshake completes, frames run strictly in arrival order (field case B12).
 			// Notifications always do: they have no answer to match, so their effects must follow
 			// the order they were sent in (a draft's keystrokes: the last one wins).
-			c.answer(req)
+			c.apart(func() { c.answer(req) })
 			return
 		}
 		c.spawn(func() { c.answer(req) })
@@ -205,13 +210,26 @@ func (c *conn) handleFrame(data []byte) {
 
 func isHello(r *protocol.Request) bool { return r.Method == protocol.MethodIPCHello }
 
-// spawnOrRun runs fn in the read loop when inline is set, else as spawn does.
+// spawnOrRun runs fn before the read loop goes on when inline is set (apart), else as spawn does.
 func (c *conn) spawnOrRun(inline bool, fn func()) {
 	if inline {
-		fn()
+		c.apart(fn)
 		return
 	}
 	c.spawn(fn)
+}
+
+// apart runs fn on a goroutine of its own and waits for it: the read loop's order is kept, and
+// the stack fn grows (a handler, JSON, the answer's write) goes with that goroutine instead of
+// staying with the read loop's, which every idle connection keeps (the idle figure of
+// docs/benchmarks.md).
+func (c *conn) apart(fn func()) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		fn()
+	}()
+	<-done
 }
 
 // spawn runs fn with the connection's request concurrency bound; the read loop waits for a slot,
@@ -270,7 +288,7 @@ func (c *conn) run(req *protocol.Request, after *[]func()) []byte {
 	}
 	b, merr := protocol.EncodeResult(req.ID, res)
 	if merr != nil {
-		c.log.Error("encode result", "method", req.Method, "err", merr)
+		c.log().Error("encode result", "method", req.Method, "err", merr)
 		return protocol.EncodeError(req.ID, protocol.NewInternalError("The server could not encode the result."))
 	}
 	if int64(len(b)) > c.srv.cfg.Limits.MaxMessageBytes {
@@ -282,7 +300,7 @@ func (c *conn) run(req *protocol.Request, after *[]func()) []byte {
 func (c *conn) call(req *protocol.Request, after *[]func()) (res any, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			c.log.Error("handler panic", "method", req.Method, "panic", r)
+			c.log().Error("handler panic", "method", req.Method, "panic", r)
 			err = protocol.NewInternalError("The server failed while handling " + req.Method + ".")
 		}
 	}()
@@ -327,14 +345,12 @@ func (c *conn) send(frame []byte) {
 	c.qmu.Lock()
 	c.writing = false
 	c.qbytes -= len(frame)
-	more := len(c.queue) > 0
+	if err == nil {
+		c.kickLocked() // frames queued meanwhile
+	}
 	c.qmu.Unlock()
 	if err != nil {
 		c.writeFailed(err)
-		return
-	}
-	if more {
-		c.wakeWriter()
 	}
 }
 
@@ -357,44 +373,66 @@ func (c *conn) enqueueLocked(frame []byte) {
 		n, b := len(c.queue), c.qbytes
 		c.closing = true // from here on nothing more is queued or written (field case B18)
 		c.qmu.Unlock()
-		c.log.Warn("send queue full: closing the slow connection", "messages", n, "bytes", b)
+		c.log().Warn("send queue full: closing the slow connection", "messages", n, "bytes", b)
 		go c.finishClose(websocket.StatusTryAgainLater, "send queue full: reconnect and resume")
 		return
 	}
 	c.queue = append(c.queue, frame)
 	c.qbytes += len(frame)
-	writing := c.writing
+	c.kickLocked()
 	c.qmu.Unlock()
-	if !writing {
-		c.wakeWriter()
-	}
 }
 
-func (c *conn) wakeWriter() {
-	select {
-	case c.qwake <- struct{}{}:
-	default:
+// kickLocked starts the writer goroutine when frames are queued and nothing writes them; the
+// caller holds qmu. The writer ends when the queue is empty: an idle connection holds one
+// goroutine, its reader (the idle figure of docs/benchmarks.md).
+func (c *conn) kickLocked() {
+	if c.writerOn || c.writing || c.closing || len(c.queue) == 0 {
+		return
 	}
+	c.writerOn = true
+	c.writers.Add(1)
+	go c.writeLoop()
 }
 
 // maxWriteBatch bounds the frames the writer takes from the queue at once (one write deadline
 // covers a batch; see write).
 const maxWriteBatch = 64
 
-// write writes frames in order under one deadline of Limits.WriteTimeout for the batch: one
-// context and timer per batch instead of per frame.
+// write writes frames in order under one deadline of Limits.WriteTimeout for the batch, kept by
+// the connection's write timer (reset per batch; when it fires the connection is torn down, which
+// ends the blocked write). The writes themselves carry no deadline: coder/websocket arms and
+// disarms a context.AfterFunc per frame for a context that has one, which cost about a tenth of
+// the server's CPU in the fan-out figure of docs/benchmarks.md. Callers never write concurrently
+// (c.writing).
 func (c *conn) write(frames [][]byte) error {
-	ctx, cancel := context.WithTimeout(context.Background(), c.srv.cfg.Limits.WriteTimeout)
-	defer cancel()
+	if c.wtimer == nil {
+		c.wtimer = time.AfterFunc(c.srv.cfg.Limits.WriteTimeout, c.writeTimedOut)
+	} else {
+		c.wtimer.Reset(c.srv.cfg.Limits.WriteTimeout)
+	}
 	for _, f := range frames {
 		if c.isClosing() { // a batch stops too: the close frame follows the frame in flight
+			c.wtimer.Stop()
 			return nil
 		}
-		if err := c.ws.Write(ctx, websocket.MessageText, f); err != nil {
+		if err := c.ws.Write(context.Background(), websocket.MessageText, f); err != nil {
+			c.wtimer.Stop()
 			return err
 		}
 	}
+	if !c.wtimer.Stop() {
+		return errWriteTimeout
+	}
 	return nil
+}
+
+var errWriteTimeout = errors.New("write timed out: the peer does not read")
+
+// writeTimedOut runs when a write batch overran Limits.WriteTimeout: the peer stopped reading.
+func (c *conn) writeTimedOut() {
+	c.setCloseErr(errWriteTimeout)
+	c.closeBroken()
 }
 
 // writeFailed ends a connection whose write failed: coder/websocket has already torn it down (the
@@ -404,35 +442,22 @@ func (c *conn) writeFailed(err error) {
 	go c.closeBroken()
 }
 
-// writeLoop is the connection's queue writer: it writes queued frames in order, a batch at a
-// time, while no response is being written directly (send). A frame counts against the queue's
-// byte limit until it is written. Once the connection is closing it writes no more data.
+// writeLoop is the connection's queue writer, started by kickLocked: it writes queued frames in
+// order, a batch at a time, and ends when the queue is empty or a response is being written
+// directly (send, which starts it again after). A frame counts against the queue's byte limit
+// until it is written. Once the connection is closing it writes no more data.
 func (c *conn) writeLoop() {
+	defer c.writers.Done()
 	var batch [][]byte
 	for {
 		c.qmu.Lock()
 		if c.closing {
 			c.queue, c.qbytes = nil, 0
+		}
+		if c.closing || len(c.queue) == 0 || c.writing {
+			c.writerOn = false
 			c.qmu.Unlock()
 			return
-		}
-		if len(c.queue) == 0 || c.writing {
-			empty := len(c.queue) == 0
-			c.qmu.Unlock()
-			select {
-			case <-c.qwake:
-				continue
-			case <-c.ctx.Done():
-				if empty {
-					return
-				}
-				// Drain what is queued (a graceful close sends it first), then stop.
-				select {
-				case <-c.qwake:
-				case <-time.After(10 * time.Millisecond):
-				}
-				continue
-			}
 		}
 		n := min(len(c.queue), maxWriteBatch)
 		batch = append(batch[:0], c.queue[:n]...)
@@ -449,6 +474,9 @@ func (c *conn) writeLoop() {
 		c.qmu.Lock()
 		c.qbytes -= size
 		c.writing = false
+		if err != nil {
+			c.writerOn = false
+		}
 		c.qmu.Unlock()
 		select {
 		case c.qroom <- struct{}{}:
@@ -551,14 +579,10 @@ func (c *conn) markClosing() bool {
 	return true
 }
 
-// stop cancels the connection's context (and so every in-flight handler's, field case B29) and
-// wakes the writer so it stops.
+// stop cancels the connection's context (and so every in-flight handler's, field case B29); the
+// writer stops after its batch in flight, as the connection is closing.
 func (c *conn) stop() {
 	c.cancel()
-	select {
-	case c.qwake <- struct{}{}:
-	default:
-	}
 }
 
 // finishClose stops the connection and runs the close handshake: the close frame is written

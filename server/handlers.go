@@ -111,7 +111,7 @@ func (h ipcHandler) Hello(ctx context.Context, p *protocol.IPCHelloParams) (*pro
 	if p.AppVersion != nil {
 		app = *p.AppVersion
 	}
-	c.log.Info("hello", "protocol", negotiated, "app", app, "scope", c.scope)
+	c.log().Info("hello", "protocol", negotiated, "app", app, "scope", c.scope)
 	c.helloed.Store(true)
 	h.s.hub.add(c)
 	return res, nil
@@ -307,7 +307,8 @@ func signalKind(b []byte) string {
 
 // Send implements chat.send: it answers once the run starts.
 func (h chatHandler) Send(ctx context.Context, p *protocol.ChatSendParams) (*protocol.ChatSendResult, error) {
-	x, err := h.s.getSession(ctx, p.SessionID, "Create the session before sending a prompt.")
+	const hint = "Create the session before sending a prompt."
+	x, err := h.s.cachedSession(ctx, p.SessionID, hint)
 	if err != nil {
 		return nil, err
 	}
@@ -322,7 +323,7 @@ func (h chatHandler) Send(ctx context.Context, p *protocol.ChatSendParams) (*pro
 	}
 	runID, err := h.s.runs.Start(ctx, x, p.Prompt, originOf(connFrom(ctx)))
 	if err != nil {
-		return nil, agentErr(err)
+		return nil, agentErr(h.s.notFoundAfterCache(x.ID, hint, err))
 	}
 	if !x.TitleSet {
 		h.s.titleFromPrompt(x.ID, p.Prompt)
@@ -360,7 +361,7 @@ func (h machineHandler) Register(ctx context.Context, p *protocol.MachineRegiste
 	c := connFrom(ctx)
 	id := uuid.NewString()
 	if c != nil {
-		c.log.Info("machine registered", "machine", p.Name, "id", id)
+		c.log().Info("machine registered", "machine", p.Name, "id", id)
 	}
 	return &protocol.MachineRegisterResult{MachineID: id}, nil
 }

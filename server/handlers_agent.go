@@ -131,6 +131,7 @@ func (s *Server) sessionDone(id string, x store.Session, err error, what string)
 
 // publishSession sends session:updated with the session as it is.
 func (s *Server) publishSession(x store.Session) {
+	s.sessions.put(x)
 	if _, err := s.hub.publish(&protocol.SessionUpdatedSignal{SessionID: x.ID, Session: s.sessionOut(x)}, nil, ""); err != nil {
 		s.log.Error("session:updated not sent", "session", x.ID, "err", err)
 	}
@@ -187,6 +188,7 @@ func (h sessionsHandler) Delete(ctx context.Context, p *protocol.SessionsDeleteP
 		return nil, storeErr(err, "")
 	}
 	h.s.runs.Forget(p.SessionID)
+	h.s.sessions.drop(p.SessionID)
 	h.s.dropViews(p.SessionID)
 	t := true
 	if _, err := h.s.hub.publish(&protocol.SessionUpdatedSignal{SessionID: p.SessionID, Deleted: &t}, nil, ""); err != nil {

@@ -125,7 +125,7 @@ func (h terminalHandler) Start(ctx context.Context, p *protocol.TerminalStartPar
 		if _, err := s.hub.publish(sig, c, ""); err != nil {
 			s.log.Warn("terminal exit not sent", "err", err)
 		}
-		c.log.Info("terminal ended", "terminal", job.id, "code", e.Code, "signal", e.Signal)
+		c.log().Info("terminal ended", "terminal", job.id, "code", e.Code, "signal", e.Signal)
 	}
 	t, err := term.Start(o, output, exited)
 	if err != nil {
@@ -140,7 +140,7 @@ func (h terminalHandler) Start(ctx context.Context, p *protocol.TerminalStartPar
 	s.termMu.Lock()
 	s.terms[job.id] = job
 	s.termMu.Unlock()
-	c.log.Info("terminal started", "terminal", job.id, "pid", t.Pid(), "cwd", dir, "argv0", job.argv[0])
+	c.log().Info("terminal started", "terminal", job.id, "pid", t.Pid(), "cwd", dir, "argv0", job.argv[0])
 	// The connection's end kills the terminal's whole session.
 	s.bgWG.Add(1)
 	go func() {

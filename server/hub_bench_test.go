@@ -13,7 +13,7 @@ func benchConns(n int) (*hub, []*conn) {
 	h := newHub("epoch", srv.cfg.Limits.Replay, int(srv.cfg.Limits.MaxMessageBytes))
 	var cs []*conn
 	for i := 0; i < n; i++ {
-		c := &conn{srv: srv, scope: protocol.ScopeChat, qwake: make(chan struct{}, 1)}
+		c := &conn{srv: srv, scope: protocol.ScopeChat, writing: true} // frames queue; no writer starts
 		h.add(c)
 		cs = append(cs, c)
 	}

@@ -196,6 +196,8 @@ type Server struct {
 	// sandbox runs the agent's commands (server/sandbox.go); host caches host.info.
 	sandbox *sandbox.Sandbox
 	host    hostCache
+	// sessions caches chat.send's session lookups (sessioncache.go).
+	sessions sessionCache
 }
 
 // compile-time check that the server implements every generated handler interface.
@@ -419,7 +421,7 @@ func (s *Server) closeTokenConns(tokenID string) {
 	}
 	s.connsMu.Unlock()
 	for _, c := range hit {
-		c.log.Info("token revoked: closing the connection")
+		c.log().Info("token revoked: closing the connection")
 		// In parallel: a close handshake waits for the peer (up to 5 s), and a peer that does not
 		// answer must not delay the others or the next revocation.
 		go c.close(websocket.StatusPolicyViolation, "token revoked")
@@ -547,7 +549,10 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		return
 	}
-	s.serveConn(ws, tok)
+	// The connection is served on a goroutine of its own, with a fresh small stack: the HTTP
+	// handler's goroutine grew its stack through the upgrade (the token check) and would keep it
+	// as the idle reader's (the idle figure of docs/benchmarks.md).
+	go s.serveConn(ws, tok)
 }
 
 // Shutdown closes every connection with 1001, waits for runs to end as interrupted (bounded by

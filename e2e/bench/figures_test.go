@@ -199,6 +199,9 @@ func BenchmarkFigFanout(b *testing.B) {
 		ws[0].keep, ws[0].kept = false, nil
 		ws[0].mu.Unlock()
 		b.Run(fmt.Sprintf("%dwatchers/server", n), func(b *testing.B) {
+			if n > 1 {
+				defer s.profile(b)() // BENCH_CPUPROFILE=file: the server's CPU profile of this case
+			}
 			before := deliveries(ws)
 			cpu0 := s.cpu(b)
 			t0 := time.Now()

@@ -320,3 +320,31 @@ func closeAll(cs []*client) {
 	}
 	wg.Wait()
 }
+
+// profile starts the server's CPU profile when BENCH_CPUPROFILE names a file, and returns the
+// function that stops it and writes the file (GET /debug/pprof/profile with the admin token).
+func (s *server) profile(tb testing.TB) func() {
+	file := os.Getenv("BENCH_CPUPROFILE")
+	if file == "" {
+		return func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		req, _ := http.NewRequest("GET", "http://"+s.addr+"/debug/pprof/profile?seconds=10", nil)
+		req.Header.Set("Authorization", "Bearer "+s.admin)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			tb.Error(err)
+			return
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 200 {
+			tb.Errorf("profile: %d %s", resp.StatusCode, b)
+			return
+		}
+		_ = os.WriteFile(file, b, 0o644)
+	}()
+	return func() { <-done }
+}

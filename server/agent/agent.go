@@ -49,9 +49,10 @@ type Reporter interface {
 	// transport can publish presence. It must not call back into the runtime synchronously
 	// while holding its own locks in a way that could block on the runtime.
 	RunningChanged()
-	// SessionChanged says the runtime changed the session's stored state (its status), so the
-	// transport can tell every window (session:updated). Called outside the runtime's locks.
-	SessionChanged(sessionID string)
+	// SessionChanged says the runtime changed the session's stored state (its status); x is the
+	// session as stored now, so the transport can tell every window (session:updated) without
+	// reading it again. Called outside the runtime's locks.
+	SessionChanged(x store.Session)
 }
 
 // Config configures a Runtime.
@@ -121,10 +122,11 @@ type run struct {
 	origin                Origin
 	ctx                   context.Context
 	cancel                context.CancelFunc
-	cancelled             bool      // stopped by Cancel (not by shutdown); guarded by Runtime.mu
-	ended                 bool      // its run:end is about to go out or went out; Runtime.mu
-	streaming             bool      // the provider still runs, so a cancel can stop it; Runtime.mu
-	queuedAt              time.Time // when it was queued as a follow-up (queue.list)
+	cancelled             bool                 // stopped by Cancel (not by shutdown); guarded by Runtime.mu
+	ended                 bool                 // its run:end is about to go out or went out; Runtime.mu
+	streaming             bool                 // the provider still runs, so a cancel can stop it; Runtime.mu
+	queuedAt              time.Time            // when it was queued as a follow-up (queue.list)
+	promptEv              protocol.StreamEvent // its user-prompt event as sent, set by launch
 }
 
 // droppedRun is a run that ended before it started: a cancelled or interrupted follow-up, or one
@@ -210,32 +212,29 @@ func (r *Runtime) Start(ctx context.Context, x store.Session, prompt string, ori
 	return ru.id, nil
 }
 
-// launch marks the session running, publishes run:start and the prompt, and runs the provider.
-// The status write does not follow the request's context: a client that drops right after
-// chat.send must not leave a session marked running with no run.
+// launch writes the run's prompt durably with the session's status "running" — the one Postgres
+// round trip before run:start (issue 10; a server killed after it leaves the session "running",
+// which Recover ends) — then publishes run:start and the prompt, and runs the provider. The
+// session's conversation is read, when it is not in memory, by the run after run:start. The write
+// does not follow the request's context: a client that drops right after chat.send must not leave
+// a session marked running with no run.
 func (r *Runtime) launch(ctx context.Context, ru *run) error {
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	if err := r.st.SetSessionStatus(wctx, ru.sessionID, "running"); err != nil {
-		// The write may have committed before the error: put the status back.
-		if rerr := r.st.SetSessionStatus(wctx, ru.sessionID, "idle"); rerr != nil {
-			r.log.Error("session status", "session", ru.sessionID, "err", rerr)
-		}
+	ru.promptEv = &protocol.UserPromptEvent{Text: ru.prompt, TurnID: uuid.NewString()}
+	prompt := r.fit(ru, ru.promptEv)
+	x, err := r.writer.startRun(wctx, ru.sessionID, prompt)
+	if err != nil {
 		return err
 	}
-	if err := r.loadConversation(wctx, ru.sessionID); err != nil {
-		if rerr := r.st.SetSessionStatus(wctx, ru.sessionID, "idle"); rerr != nil {
-			r.log.Error("session status", "session", ru.sessionID, "err", rerr)
-		}
-		return err
-	}
-	r.rep.SessionChanged(ru.sessionID) // status running, before the run's signals
+	r.rep.SessionChanged(x) // status running, before the run's signals
 	r.publish(&protocol.RunStartSignal{SessionID: ru.sessionID, RunID: ru.id}, ru)
 	if rs, ok := r.tools.(RunStarter); ok {
 		rs.RunStarted(wctx, ru.sessionID, ru.id, ru.origin)
 	}
 	r.rep.RunningChanged()
-	r.emit(ru, &protocol.UserPromptEvent{Text: ru.prompt, TurnID: uuid.NewString()})
+	r.conv.add(ru.sessionID, ru.promptEv) // the model reads the prompt as sent
+	r.publish(&protocol.EventSignal{SessionID: ru.sessionID, RunID: ru.id, Event: prompt}, ru)
 	go r.execute(ru)
 	return nil
 }
@@ -326,18 +325,25 @@ func (r *Runtime) publish(sig protocol.Signal, ru *run) {
 
 // emit publishes an event signal of ru and hands the event to the transcript writer.
 // An event too large for one message is replaced, in the signal and the transcript, by an error
-// event that says so. Streamed pieces are small; other events are measured before they go out.
+// event that says so (fit). The model reads the event as it is, even when the transcript gets the
+// replacement.
 func (r *Runtime) emit(ru *run, ev protocol.StreamEvent) {
-	// The model reads the event as it is, even when the transcript gets the replacement.
 	r.conv.add(ru.sessionID, ev)
+	ev = r.fit(ru, ev)
+	r.writer.add(ru.sessionID, ev)
+	r.publish(&protocol.EventSignal{SessionID: ru.sessionID, RunID: ru.id, Event: ev}, ru)
+}
+
+// fit returns ev, or an error event that says ev was left out when its signal would exceed the
+// transport's message limit. Streamed pieces are small; other events are measured.
+func (r *Runtime) fit(ru *run, ev protocol.StreamEvent) protocol.StreamEvent {
 	if lim := r.cfg.MaxMessageBytes; lim > 0 && !isStreamedPiece(ev) {
 		if b, err := protocol.Marshal(ev); err != nil || len(b)+512 > lim {
 			r.log.Error("event left out: over the message limit", "session", ru.sessionID, "kind", ev.StreamEventKind(), "bytes", len(b))
-			ev = &protocol.ErrorEvent{Message: fmt.Sprintf("A %s event of %d bytes was left out: it exceeds the %d-byte message limit.", ev.StreamEventKind(), len(b), lim)}
+			return &protocol.ErrorEvent{Message: fmt.Sprintf("A %s event of %d bytes was left out: it exceeds the %d-byte message limit.", ev.StreamEventKind(), len(b), lim)}
 		}
 	}
-	r.writer.add(ru.sessionID, ev)
-	r.publish(&protocol.EventSignal{SessionID: ru.sessionID, RunID: ru.id, Event: ev}, ru)
+	return ev
 }
 
 func isStreamedPiece(ev protocol.StreamEvent) bool {
@@ -370,12 +376,20 @@ func (r *Runtime) execute(ru *run) {
 	var lastTurn string
 	var err error
 	slot := false
-	select {
-	case r.slots <- struct{}{}:
-		slot = true
-		sum, lastTurn, err = r.runModel(ctx, ru)
-	case <-ctx.Done():
-		err = ctx.Err()
+	// The conversation, when not in memory, is read after run:start, off the chat.send →
+	// run:start path. Its writes do not follow the run's context: a flush cancelled after its
+	// commit would queue its rows again.
+	lctx, lcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	err = r.loadConversation(lctx, ru.sessionID, ru.promptEv)
+	lcancel()
+	if err == nil {
+		select {
+		case r.slots <- struct{}{}:
+			slot = true
+			sum, lastTurn, err = r.runModel(ctx, ru)
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
 	}
 	r.mu.Lock()
 	ru.streaming = false
@@ -411,11 +425,14 @@ func (r *Runtime) execute(ru *run) {
 	// The transcript is in Postgres before run:end, so a client that sees run:end can load it.
 	fctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	// The transcript and the status go in one round trip; when that fails the status is
+	// written alone.
 	r.closeBlock(ru.sessionID)
-	if ferr := r.writer.flush(fctx); ferr != nil {
-		r.log.Error("transcript flush failed", "session", ru.sessionID, "err", ferr)
+	x, serr := r.writer.flushStatus(fctx, ru.sessionID, status)
+	if serr != nil {
+		r.log.Error("transcript flush failed", "session", ru.sessionID, "err", serr)
+		x, serr = r.st.SetStatus(fctx, ru.sessionID, status)
 	}
-	serr := r.st.SetSessionStatus(fctx, ru.sessionID, status)
 	if serr != nil && !errors.Is(serr, store.ErrNotFound) {
 		r.log.Error("session status", "session", ru.sessionID, "err", serr)
 	}
@@ -427,7 +444,7 @@ func (r *Runtime) execute(ru *run) {
 		<-r.slots // held until run:end: the next run's model turn follows this one's end
 	}
 	if serr == nil {
-		r.rep.SessionChanged(ru.sessionID) // after run:end: the run's signals stay together
+		r.rep.SessionChanged(x) // after run:end: the run's signals stay together
 	}
 	r.advance(ru)
 	ru.cancel()
@@ -441,8 +458,10 @@ func (r *Runtime) closeBlock(sessionID string) {
 }
 
 // loadConversation reads the session's conversation from the store unless it is in memory; the
-// writer is flushed first so the store holds everything signalled so far.
-func (r *Runtime) loadConversation(ctx context.Context, sessionID string) error {
+// writer is flushed first so the store holds everything signalled so far. The store's last event
+// is the run's prompt (launch wrote it), which the conversation holds as prompt: the model reads
+// the prompt as sent even when the transcript holds a replacement (Runtime.fit).
+func (r *Runtime) loadConversation(ctx context.Context, sessionID string, prompt protocol.StreamEvent) error {
 	return r.conv.load(ctx, sessionID, func(ctx context.Context) ([]protocol.StreamEvent, error) {
 		if err := r.writer.flush(ctx); err != nil {
 			return nil, err
@@ -459,6 +478,9 @@ func (r *Runtime) loadConversation(ctx context.Context, sessionID string) error 
 				continue
 			}
 			evs = append(evs, ev)
+		}
+		if prompt != nil && len(evs) > 0 {
+			evs[len(evs)-1] = prompt
 		}
 		return evs, nil
 	}, func(id string) bool {

@@ -49,7 +49,7 @@ func (r *recorder) RunningChanged() {
 	r.mu.Unlock()
 }
 
-func (r *recorder) SessionChanged(string) {}
+func (r *recorder) SessionChanged(store.Session) {}
 
 // waitFor returns the first signal (after skip of them) of type T, waiting up to 5 s.
 func waitFor[T protocol.Signal](t *testing.T, r *recorder) T {

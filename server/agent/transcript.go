@@ -147,6 +147,39 @@ func (w *transcriptWriter) queue(sessionID string, ev protocol.StreamEvent) {
 	}
 }
 
+// startRun writes a run's prompt event durably with the session's status "running" (the run's
+// one Postgres round trip before its run:start, store.StartRun), after the session's rows still
+// queued so the transcript keeps its order, and returns the session as stored. On error nothing of
+// it is written and the session's queued rows stay queued.
+func (w *transcriptWriter) startRun(ctx context.Context, sessionID string, prompt protocol.StreamEvent) (store.Session, error) {
+	row, ok := w.row(sessionID, prompt)
+	if !ok {
+		return store.Session{}, errors.New("the prompt could not be encoded")
+	}
+	w.flushMu.Lock() // a flush in progress may hold this session's earlier rows
+	defer w.flushMu.Unlock()
+	w.mu.Lock()
+	w.closeLocked(sessionID)
+	var mine []store.EventRow
+	kept := w.pending[:0]
+	for _, r := range w.pending {
+		if r.SessionID == sessionID {
+			mine = append(mine, r)
+		} else {
+			kept = append(kept, r)
+		}
+	}
+	w.pending = kept
+	w.mu.Unlock()
+	x, err := w.st.StartRun(ctx, sessionID, append(mine, row))
+	if err != nil && len(mine) > 0 {
+		w.mu.Lock()
+		w.pending = append(mine, w.pending...)
+		w.mu.Unlock()
+	}
+	return x, err
+}
+
 // forget drops what is queued for a session that was deleted.
 func (w *transcriptWriter) forget(sessionID string) {
 	w.mu.Lock()
@@ -165,6 +198,13 @@ func (w *transcriptWriter) forget(sessionID string) {
 // failure the rows stay queued, in order, and the blocks are checkpointed next time. A session
 // deleted meanwhile (its rows cannot be written) loses its queued rows, not the others'.
 func (w *transcriptWriter) flush(ctx context.Context) error {
+	_, err := w.flushStatus(ctx, "", "")
+	return err
+}
+
+// flushStatus is flush that also sets the status of session sessionID (unless ""), in the same
+// round trip (a run's end), and returns the session as stored.
+func (w *transcriptWriter) flushStatus(ctx context.Context, sessionID, status string) (store.Session, error) {
 	w.flushMu.Lock()
 	defer w.flushMu.Unlock()
 	w.mu.Lock()
@@ -182,10 +222,16 @@ func (w *transcriptWriter) flush(ctx context.Context) error {
 		}
 	}
 	w.mu.Unlock()
-	err := w.st.FlushTranscript(ctx, rows, open, cleared)
+	write := func() (x store.Session, err error) {
+		if sessionID == "" {
+			return x, w.st.FlushTranscript(ctx, rows, open, cleared)
+		}
+		return w.st.FlushTranscriptStatus(ctx, rows, open, cleared, sessionID, status)
+	}
+	x, err := write()
 	if errors.Is(err, store.ErrNotFound) {
 		rows = w.withoutDeleted(ctx, rows)
-		err = w.st.FlushTranscript(ctx, rows, open, cleared)
+		x, err = write()
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -195,12 +241,12 @@ func (w *transcriptWriter) flush(ctx context.Context) error {
 		for _, b := range grown {
 			b.dirty = true
 		}
-		return err
+		return x, err
 	}
 	for _, b := range grown {
 		b.saved = true
 	}
-	return nil
+	return x, nil
 }
 
 // withoutDeleted drops the rows of sessions that no longer exist.

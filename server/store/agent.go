@@ -22,54 +22,87 @@ func (s *Store) FlushTranscript(ctx context.Context, rows, open []EventRow, clea
 	if len(rows) == 0 && len(open) == 0 && len(cleared) == 0 {
 		return nil
 	}
+	_, err := s.flushTranscript(ctx, rows, open, cleared, "", "")
+	return err
+}
+
+// FlushTranscriptStatus is FlushTranscript that also sets the session's status, in the same
+// round trip and transaction (a run's end: its transcript and its status "idle" together), and
+// returns the session as stored. ErrNotFound also when the session does not exist.
+func (s *Store) FlushTranscriptStatus(ctx context.Context, rows, open []EventRow, cleared []string, sessionID, status string) (Session, error) {
+	if err := checkText("status", status); err != nil {
+		return Session{}, fmt.Errorf("flush transcript: %w", err)
+	}
+	return s.flushTranscript(ctx, rows, open, cleared, sessionID, status)
+}
+
+func (s *Store) flushTranscript(ctx context.Context, rows, open []EventRow, cleared []string, sessionID, status string) (Session, error) {
+	var sid uuid.UUID
+	if sessionID != "" {
+		u, err := parseID("flush transcript", sessionID)
+		if err != nil {
+			return Session{}, err
+		}
+		sid = u
+	}
 	sess, turns, kinds, bodies, err := eventArrays("flush transcript", rows)
 	if err != nil {
-		return err
+		return Session{}, err
 	}
 	osess, oturns, okinds, obodies, err := eventArrays("flush transcript", open)
 	if err != nil {
-		return err
+		return Session{}, err
 	}
 	var clear []uuid.UUID
 	for _, id := range cleared {
 		u, err := parseID("flush transcript", id)
 		if err != nil {
-			return err
+			return Session{}, err
 		}
 		clear = append(clear, u)
 	}
-	return s.withConn(ctx, "flush transcript", func(ctx context.Context, c *pgxpool.Conn) error {
-		return pgx.BeginFunc(ctx, c, func(tx pgx.Tx) error {
-			if len(rows) > 0 {
-				var n int
-				if err := tx.QueryRow(ctx, `SELECT append_events($1, $2, $3, $4)`, sess, turns, kinds, bodies).Scan(&n); err != nil {
-					return err
-				}
-				if n != len(rows) {
-					return fmt.Errorf("appended %d of %d events", n, len(rows))
-				}
+	var out Session
+	err = s.withConn(ctx, "flush transcript", func(ctx context.Context, c *pgxpool.Conn) error {
+		// One batch, one round trip: its statements run in one implicit transaction, and the
+		// first error aborts the rest (a transaction block cost a round trip per statement plus
+		// BEGIN and COMMIT — the fan-out figures of docs/benchmarks.md).
+		b := &pgx.Batch{}
+		if len(rows) > 0 {
+			b.Queue(`SELECT append_events($1, $2, $3, $4)`, sess, turns, kinds, bodies) // raises unless it appends every row
+		}
+		if len(clear) > 0 {
+			b.Queue(`DELETE FROM open_blocks WHERE session_id = ANY($1)`, clear)
+		}
+		if len(open) > 0 {
+			// A session deleted meanwhile has no row to refer to: its checkpoint is skipped.
+			b.Queue(`
+				INSERT INTO open_blocks (session_id, turn_id, kind, body, updated_at)
+				SELECT o.s, o.t, o.k, o.b, now()
+				  FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[]) AS o(s, t, k, b)
+				 WHERE EXISTS (SELECT 1 FROM sessions WHERE id = o.s)
+				ON CONFLICT (session_id) DO UPDATE
+				   SET turn_id = excluded.turn_id, kind = excluded.kind, body = excluded.body, updated_at = now()`,
+				osess, oturns, okinds, obodies)
+		}
+		if sessionID == "" {
+			return c.SendBatch(ctx, b).Close()
+		}
+		b.Queue(`UPDATE sessions SET status = $2, updated_at = greatest(now(), updated_at) WHERE id = $1 RETURNING `+sessionCols, sid, status)
+		br := c.SendBatch(ctx, b)
+		for range b.Len() - 1 {
+			if _, err := br.Exec(); err != nil {
+				br.Close()
+				return err
 			}
-			if len(clear) > 0 {
-				if _, err := tx.Exec(ctx, `DELETE FROM open_blocks WHERE session_id = ANY($1)`, clear); err != nil {
-					return err
-				}
-			}
-			if len(open) > 0 {
-				// A session deleted meanwhile has no row to refer to: its checkpoint is skipped.
-				if _, err := tx.Exec(ctx, `
-					INSERT INTO open_blocks (session_id, turn_id, kind, body, updated_at)
-					SELECT o.s, o.t, o.k, o.b, now()
-					  FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[]) AS o(s, t, k, b)
-					 WHERE EXISTS (SELECT 1 FROM sessions WHERE id = o.s)
-					ON CONFLICT (session_id) DO UPDATE
-					   SET turn_id = excluded.turn_id, kind = excluded.kind, body = excluded.body, updated_at = now()`,
-					osess, oturns, okinds, obodies); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
+		}
+		var err error
+		out, err = scanSession(br.QueryRow())
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
+		return err
 	})
+	return out, err
 }
 
 func eventArrays(op string, rows []EventRow) (sess []uuid.UUID, turns, kinds, bodies []string, err error) {
@@ -333,4 +366,52 @@ func (s *Store) updateSession(ctx context.Context, op, id, set string, arg any, 
 		return err
 	})
 	return out, err
+}
+
+// StartRun is a run's one Postgres round trip before its run:start (issue 10, "chat.send →
+// run:start"): it appends rows (the run's prompt, after any rows of the session not written yet)
+// and sets the session's status to "running", in one implicit transaction sent as one batch, and
+// returns the session as stored. A server killed right after it leaves the session "running",
+// which InterruptRunning ends at the next start (issue 8, "Crashes"). Errors as AppendEvents
+// (ErrNotFound for a session that does not exist; nothing is written then).
+func (s *Store) StartRun(ctx context.Context, sessionID string, rows []EventRow) (Session, error) {
+	u, err := parseID("start run", sessionID)
+	if err != nil {
+		return Session{}, err
+	}
+	sess, turns, kinds, bodies, err := eventArrays("start run", rows)
+	if err != nil {
+		return Session{}, err
+	}
+	var out Session
+	err = s.withConn(ctx, "start run", func(ctx context.Context, c *pgxpool.Conn) error {
+		// The statements of one batch run in one implicit transaction: the first error
+		// aborts the rest and nothing is written.
+		b := &pgx.Batch{}
+		if len(rows) > 0 {
+			b.Queue(`SELECT append_events($1, $2, $3, $4)`, sess, turns, kinds, bodies)
+		}
+		b.Queue(`UPDATE sessions SET status = 'running', updated_at = greatest(now(), updated_at) WHERE id = $1 RETURNING `+sessionCols, u)
+		br := c.SendBatch(ctx, b)
+		if len(rows) > 0 {
+			var n int // append_events raises unless it appended every row
+			if err := br.QueryRow().Scan(&n); err != nil {
+				br.Close()
+				return err
+			}
+		}
+		var err error
+		out, err = scanSession(br.QueryRow())
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
+		return err
+	})
+	return out, err
+}
+
+// SetStatus sets the session's status, bumps updated_at and returns the session as stored.
+// ErrNotFound if the session does not exist; ErrInvalidText for bad text.
+func (s *Store) SetStatus(ctx context.Context, id, status string) (Session, error) {
+	return s.updateSession(ctx, "set session status", id, `status = $2`, status)
 }

@@ -472,3 +472,56 @@ func TestBusyAndUnavailable(t *testing.T) {
 		store.Options{QueryTimeout: 2 * time.Second, Logger: quiet})
 	assert.ErrorIs(t, err, store.ErrUnavailable)
 }
+
+// StartRun (issue 10): the prompt and the status "running" in one transaction; a missing session
+// writes nothing; a server killed after it leaves the session for InterruptRunning.
+func TestStartRunPromptAndStatusTogether(t *testing.T) {
+	s, _, _ := openURL(t)
+	ctx := context.Background()
+	a, err := s.CreateSession(ctx, store.Session{Title: "a", Status: "idle"})
+	require.NoError(t, err)
+	rows := []store.EventRow{
+		{SessionID: a.ID, TurnID: "t0", Kind: "markdown", Body: []byte(`{"kind":"markdown","text":"queued before"}`)},
+		{SessionID: a.ID, TurnID: "t1", Kind: "user-prompt", Body: []byte(`{"kind":"user-prompt","text":"hi","turnId":"t1"}`)},
+	}
+	x, err := s.StartRun(ctx, a.ID, rows)
+	require.NoError(t, err)
+	assert.Equal(t, "running", x.Status)
+	got, err := s.GetSession(ctx, a.ID)
+	require.NoError(t, err)
+	assert.Equal(t, x, got, "the session returned is the one stored")
+	evs, err := s.LoadEvents(ctx, a.ID)
+	require.NoError(t, err)
+	require.Len(t, evs, 2)
+	assert.Equal(t, "user-prompt", evs[1].Kind)
+
+	// A session that does not exist: ErrNotFound, and nothing of the batch is written.
+	b, err := s.CreateSession(ctx, store.Session{Title: "b", Status: "idle"})
+	require.NoError(t, err)
+	mixed := []store.EventRow{{SessionID: b.ID, TurnID: "t", Kind: "user-prompt", Body: []byte(`{}`)}, {SessionID: "00000000-0000-0000-0000-000000000000", TurnID: "t", Kind: "user-prompt", Body: []byte(`{}`)}}
+	_, err = s.StartRun(ctx, b.ID, mixed)
+	assert.ErrorIs(t, err, store.ErrNotFound)
+	_, err = s.StartRun(ctx, "00000000-0000-0000-0000-000000000000", nil)
+	assert.ErrorIs(t, err, store.ErrNotFound)
+	got, err = s.GetSession(ctx, b.ID)
+	require.NoError(t, err)
+	assert.Equal(t, "idle", got.Status)
+	n, err := s.CountEvents(ctx, b.ID)
+	require.NoError(t, err)
+	assert.Zero(t, n)
+	// The transcript writer's batch (one round trip) fails the same way, writing nothing.
+	assert.ErrorIs(t, s.FlushTranscript(ctx, mixed, nil, nil), store.ErrNotFound)
+	n, err = s.CountEvents(ctx, b.ID)
+	require.NoError(t, err)
+	assert.Zero(t, n)
+
+	// Killed after StartRun: the next start's InterruptRunning ends the run.
+	ids, err := s.InterruptRunning(ctx, func(sid string) store.EventRow {
+		return store.EventRow{SessionID: sid, Kind: "error", Body: []byte(`{"kind":"error","message":"killed"}`)}
+	})
+	require.NoError(t, err)
+	assert.Equal(t, []string{a.ID}, ids)
+	x, err = s.SetStatus(ctx, a.ID, "idle")
+	require.NoError(t, err)
+	assert.Equal(t, "idle", x.Status)
+}

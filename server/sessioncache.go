@@ -1,0 +1,77 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/zidane-server/zidane/protocol"
+	"github.com/zidane-server/zidane/server/store"
+)
+
+// maxCachedSessions bounds the session cache; past it the cache starts over.
+const maxCachedSessions = 4096
+
+// sessionCache keeps the sessions chat.send starts runs in, so that its path to run:start makes no
+// Postgres round trip but the prompt's durable write (issue 10, "chat.send → run:start": a lookup
+// per prompt cost one round trip of three). One cache per server serves every connection.
+//
+// It is kept correct by the server's session writes: every change of a session goes out as
+// session:updated through publishSession, which stores the new session here (rename, archive,
+// setModel, the title from the first prompt, the runtime's status changes), and sessions.delete
+// drops it. What it may hold stale is updated_at (the transcript writer bumps it without a
+// signal), which chat.send does not use; sessions.get and the other reads still ask the store.
+// A session deleted behind its back is caught by the run's durable write (ErrNotFound), which
+// drops the entry.
+type sessionCache struct {
+	mu sync.Mutex
+	m  map[string]store.Session
+}
+
+func (c *sessionCache) get(id string) (store.Session, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	x, ok := c.m[id]
+	return x, ok
+}
+
+func (c *sessionCache) put(x store.Session) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if old, ok := c.m[x.ID]; ok && old.UpdatedAt.After(x.UpdatedAt) {
+		return // a newer write's session is already here (updated_at only grows)
+	}
+	if c.m == nil || len(c.m) >= maxCachedSessions {
+		c.m = map[string]store.Session{}
+	}
+	c.m[x.ID] = x
+}
+
+func (c *sessionCache) drop(id string) {
+	c.mu.Lock()
+	delete(c.m, id)
+	c.mu.Unlock()
+}
+
+// cachedSession is getSession through the session cache (chat.send's lookup).
+func (s *Server) cachedSession(ctx context.Context, id, hint string) (store.Session, error) {
+	if x, ok := s.sessions.get(id); ok {
+		return x, nil
+	}
+	x, err := s.getSession(ctx, id, hint)
+	if err == nil {
+		s.sessions.put(x)
+	}
+	return x, err
+}
+
+// notFoundAfterCache answers a store ErrNotFound met after a cached lookup (the session was
+// deleted meanwhile) as getSession would have, and drops the entry.
+func (s *Server) notFoundAfterCache(id, hint string, err error) error {
+	if !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	s.sessions.drop(id)
+	return protocol.NewHandlerFailedError(fmt.Sprintf("Session %q not found. %s", id, hint))
+}
