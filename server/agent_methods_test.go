@@ -1,13 +1,18 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/zidane-server/zidane/server/agent"
+	"github.com/zidane-server/zidane/server/agent/provider/scripted"
 )
 
 func num(t *testing.T, v any) int64 {
@@ -130,15 +135,33 @@ func TestUsageSummaryEqualsTurnEnds(t *testing.T) {
 	assert.Equal(t, out, num(t, models[0].(map[string]any)["tokensOut"]))
 }
 
-// TestStreamProgress: with stream:progress on, a streaming run sends at most 4 a second, each
-// with its runId and turnId, without $seq, between the run's run:start and run:end.
+// TestStreamProgress (issue 8 item 8, on by default): a slow scripted turn (30 pieces of 5
+// tokens, 50 ms apart, then a second turn after a tool call) sends stream:progress at most 4 a
+// second per run, each with its runId and turnId, without $seq, only between the run's run:start
+// and run:end; tokens grow within a turn and never pass the turn's streamed text (150 tokens),
+// and tokens/s matches the pace (about 100). None comes after run:end.
 func TestStreamProgress(t *testing.T) {
-	e := newEnv(t, func(c *Config) { c.StepDelay = 60 * time.Millisecond; c.StreamProgress = true })
+	piece := textStep("word word word word ") // 20 characters: 5 tokens
+	steps := make([]string, 30)
+	for i := range steps {
+		steps[i] = piece
+	}
+	sc, err := scripted.Parse([]byte(`{"turns":[{"steps":[` + strings.Join(steps, ",") + `,` + toolStep("lookup", `{"query":"q"}`) + `]},{"steps":[` + strings.Join(steps[:10], ",") + `]}]}`))
+	require.NoError(t, err)
+	models, err := agent.NewRegistry(context.Background(), "", scripted.New(scripted.Options{Script: sc, StepDelay: 50 * time.Millisecond}))
+	require.NoError(t, err)
+	e := newEnv(t, func(c *Config) { c.Models = models })
 	c := e.dial()
 	c.hello()
 	sid := c.newSession()
 	runID := c.result("chat.send", fmt.Sprintf(`{"sessionId":%q,"prompt":"progress please"}`, sid))["runId"].(string)
-	var progress []time.Time
+	type progress struct {
+		at     time.Time
+		turn   string
+		tokens int64
+		tps    float64
+	}
+	var got []progress
 	started, ended := false, false
 	for !ended {
 		s := c.nextSignal()
@@ -153,15 +176,46 @@ func TestStreamProgress(t *testing.T) {
 		case "stream:progress":
 			require.True(t, started, "progress before run:start")
 			assert.Zero(t, s.seq, "ephemeral: no $seq")
+			assert.NotContains(t, string(s.raw), `"$seq"`)
 			p := decodeObj(t, s.raw)["params"].(map[string]any)
 			assert.Equal(t, runID, p["runId"])
 			assert.NotEmpty(t, p["turnId"])
-			progress = append(progress, time.Now())
+			tps, err := p["tokensPerSecond"].(json.Number).Float64()
+			require.NoError(t, err)
+			got = append(got, progress{time.Now(), p["turnId"].(string), num(t, p["tokens"]), tps})
 		}
 	}
-	require.GreaterOrEqual(t, len(progress), 2, "a run of ~1 s of streaming reports progress")
-	// At most 4 a second: any 5 in a row span more than a second (less the delivery jitter).
-	for i := 4; i < len(progress); i++ {
-		assert.Greater(t, progress[i].Sub(progress[i-4]), 900*time.Millisecond)
+	// ~1.5 s + ~0.5 s of streaming: at least 4 reports, at most 4 a second: any 5 in a row span
+	// a second at the server (less the delivery jitter here).
+	require.GreaterOrEqual(t, len(got), 4, "%+v", got)
+	for i := 4; i < len(got); i++ {
+		assert.Greater(t, got[i].at.Sub(got[i-4].at), 750*time.Millisecond, "any 5 in a row span about a second")
+	}
+	turns := map[string]bool{}
+	for i, p := range got {
+		turns[p.turn] = true
+		assert.Positive(t, p.tokens, "%+v", p)
+		// Whole pieces of 5 tokens; the tool call's arguments ({"query":"q"}) add 4.
+		assert.True(t, p.tokens%5 == 0 || p.tokens == 154, "no more than the turn streamed: %+v", p)
+		assert.LessOrEqual(t, p.tokens, int64(154), "no more than the turn streamed: %+v", p)
+		if i > 0 && got[i-1].turn == p.turn {
+			assert.Greater(t, p.tokens, got[i-1].tokens, "tokens grow within a turn")
+			// 5 tokens per 50 ms: 100 tokens/s; a loaded machine slows the pieces, never speeds them.
+			assert.Greater(t, p.tps, 10.0, "%+v", p)
+			assert.Less(t, p.tps, 150.0, "%+v", p)
+		}
+	}
+	assert.Len(t, turns, 2, "both model turns report progress")
+	// Nothing after run:end.
+	deadline := time.Now().Add(700 * time.Millisecond)
+	for time.Now().Before(deadline) {
+		f, err := c.tryNext(time.Until(deadline))
+		require.NoError(t, err)
+		if f == nil {
+			break
+		}
+		if isSignalFrame(f) {
+			assert.NotEqual(t, "stream:progress", parseSignal(t, f).kind, "stream:progress after run:end: %s", f)
+		}
 	}
 }

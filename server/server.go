@@ -128,8 +128,6 @@ type Config struct {
 	Models agent.Models
 	// SystemPrompt replaces the agent's built-in system prompt (the operator's override).
 	SystemPrompt string
-	// StreamProgress turns on stream:progress signals (see agent.Config.StreamProgress).
-	StreamProgress bool
 	// RunLimits are the agent's per-run limits (turns, wall time, output tokens, concurrent runs).
 	RunLimits agent.Limits
 	// AllowClone lets chat tokens clone repositories into the workspace roots (git.clone; hello's
@@ -245,7 +243,7 @@ func New(ctx context.Context, cfg Config, st *store.Store) (*Server, error) {
 	s.runs, err = agent.New(agent.Config{
 		Store: st, Reporter: agentReporter{s}, Logger: s.log,
 		MaxMessageBytes: int(cfg.Limits.MaxMessageBytes), StepDelay: cfg.StepDelay,
-		Models: cfg.Models, SystemPrompt: cfg.SystemPrompt, Limits: cfg.RunLimits, StreamProgress: cfg.StreamProgress,
+		Models: cfg.Models, SystemPrompt: cfg.SystemPrompt, Limits: cfg.RunLimits,
 		Tools: agent.HostTools{Host: s.tools}, Workspace: ws,
 	})
 	if err != nil {

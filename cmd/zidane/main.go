@@ -4,8 +4,9 @@
 //	zidane -c "Say hello."    # a local server: URL and token from <data-dir>/daemon.json
 //	zidane version
 //
-// Without --json it prints the assistant's text of its run; with --json it prints each signal of
-// its run as one JSON object per line (JSON Lines, no HTML escaping). It survives a dropped
+// Without --json it prints the assistant's text of its run; with --json it prints each sequenced
+// signal of its run (those with $seq; not the ephemeral stream:progress) as one JSON object per
+// line (JSON Lines, no HTML escaping). It survives a dropped
 // connection (the client reconnects and resumes the session). Ctrl-C cancels the run on the
 // server, waits for its run:end and exits 130; a second Ctrl-C exits at once. Exit codes: 0 the
 // run ended ok, 1 it failed or the server could not be used, 2 bad usage or no server found,
@@ -73,7 +74,7 @@ const envHelp = `Where it connects:
   a local chat token.
 
 Output: the assistant's text of this prompt's run only; --json prints each signal of the run as
-one JSON object per line. A dropped connection is resumed without losing or repeating anything.
+one JSON object per line (those with a $seq: not the passing stream:progress). A dropped connection is resumed without losing or repeating anything.
 Ctrl-C cancels the run on the server (chat.cancel), waits for it to end and exits 130; a second
 Ctrl-C exits at once.
 Exit codes: 0 ok, 1 the run failed or the server could not be used, 2 bad usage or no server
@@ -110,7 +111,7 @@ func rootCmd(stdout, stderr io.Writer) *cobra.Command {
 	root.CompletionOptions.DisableDefaultCmd = true
 	f := root.Flags()
 	f.StringVarP(&o.prompt, "prompt", "c", "", "the prompt to send")
-	f.BoolVar(&o.asJSON, "json", false, "print each signal of the run as one JSON object per line")
+	f.BoolVar(&o.asJSON, "json", false, "print each signal of the run (with its $seq) as one JSON object per line")
 	f.StringVar(&o.sessionID, "session", "", "send to this session instead of creating one")
 	f.DurationVar(&o.timeout, "timeout", 10*time.Minute, "give up after this long")
 	f.DurationVar(&o.cancelWait, "cancel-wait", 10*time.Second, "after Ctrl-C, how long to wait for the cancelled run to end")

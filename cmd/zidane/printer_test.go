@@ -63,3 +63,23 @@ func TestPrinterEpochEndsAnUnfinishedRun(t *testing.T) {
 	assert.Equal(t, exitFailed, code)
 	assert.Contains(t, errb.String(), "the run did not finish")
 }
+
+// A stream:progress of the CLI's run is printed neither as text nor with --json: it is a passing
+// state without $seq (the --json lines are the run's sequenced signals, as a replay has them).
+func TestPrinterSkipsStreamProgress(t *testing.T) {
+	for _, asJSON := range []bool{false, true} {
+		var out, errb bytes.Buffer
+		p := &printer{out: &out, stderr: &errb, sid: "S", runID: "R", prompt: "mine", inRun: true, asJSON: asJSON}
+		p.enc = json.NewEncoder(&out)
+		raw := json.RawMessage(`{"kind":"stream:progress","sessionId":"S","runId":"R","turnId":"t1","tokens":12,"tokensPerSecond":30.5}`)
+		sig := &protocol.StreamProgressSignal{SessionID: "S", RunID: "R", TurnID: "t1", Tokens: 12, TokensPerSecond: 30.5}
+		done, _ := p.take(client.SignalEvent{SessionID: "S", Signal: sig, Raw: raw})
+		assert.False(t, done)
+		assert.Empty(t, out.String(), "json=%v", asJSON)
+		raw = json.RawMessage(`{"kind":"turn:end","sessionId":"S","runId":"R","turnId":"t1","usage":{"input":1,"output":2},"$seq":5}`)
+		p.take(client.SignalEvent{SessionID: "S", Seq: 5, Signal: &protocol.TurnEndSignal{SessionID: "S", RunID: "R", TurnID: "t1"}, Raw: raw})
+		if asJSON {
+			assert.Contains(t, out.String(), `"turn:end"`, "a sequenced signal is printed")
+		}
+	}
+}

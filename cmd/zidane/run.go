@@ -158,6 +158,10 @@ func runPrompt(o promptOptions, stdout, stderr io.Writer) int {
 	sid := o.sessionID
 	if sid == "" {
 		s, err := c.SessionsCreate(setupCtx, &protocol.SessionsCreateParams{})
+		for i := 0; i < 3 && errors.Is(err, client.ErrNotConnected) && c.WaitConnected(setupCtx) == nil; i++ {
+			// Not sent (the connection dropped right after the dial): send it once connected.
+			s, err = c.SessionsCreate(setupCtx, &protocol.SessionsCreateParams{})
+		}
 		if err != nil {
 			return setupFailed(setupCtx, ctx, t, stderr, "create session", err)
 		}
@@ -287,7 +291,8 @@ func sendCancel(c *client.Client, sid, runID string, wait time.Duration, stderr 
 }
 
 // printer prints the signals of one run of one session (field case B36): the run is bracketed by
-// its run:start and run:end (runId); a signal that names another run is not printed.
+// its run:start and run:end (runId); a signal that names another run is not printed, nor an
+// ephemeral one (stream:progress: it has no $seq and a replay does not carry it).
 type printer struct {
 	out, stderr io.Writer
 	enc         *json.Encoder
@@ -325,6 +330,11 @@ func (p *printer) take(ev client.SignalEvent) (done bool, code int) {
 	}
 	if head.RunID == "" {
 		return false, 0 // not part of a run (session:updated …): every run-scoped signal carries its runId
+	}
+	if ev.Signal != nil && isEphemeral(ev.Signal.SignalKind()) {
+		// A passing state (stream:progress): not part of the run's record. --json prints the
+		// run's sequenced signals only, each once and in order, as a replay has them.
+		return false, 0
 	}
 	if p.asJSON {
 		p.enc.Encode(ev.Raw)
@@ -472,4 +482,11 @@ func listModels(o promptOptions, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "%s %s%s\n", mark, m.ID, window)
 	}
 	return exitOK
+}
+
+// isEphemeral reports whether signals of kind are a passing state the schema marks ephemeral
+// (no $seq, not replayed).
+func isEphemeral(kind string) bool {
+	spec := protocol.LookupSignal(kind)
+	return spec != nil && spec.Ephemeral
 }

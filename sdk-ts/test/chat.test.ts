@@ -228,3 +228,33 @@ test('run status: run:start / run:end set running and error', () => {
   assert.equal(s.getSnapshot(A).running, false)
   assert.equal(s.getSnapshot(A).status, 'error')
 })
+
+test('stream:progress: the running run’s report without $seq, cleared at its turn:end and run:end, dropped outside its run', () => {
+  const s = createSessionStreams({ frames: false })
+  const progress = (tokens: number, runId = 'r1', turnId = 'T1'): WireSignal => ({ kind: 'stream:progress', sessionId: A, runId, turnId, tokens, tokensPerSecond: tokens * 2 })
+  let notified = 0
+  s.subscribe(A, () => notified++)
+  s.apply(progress(5)) // before run:start (it overtook a held run:start): dropped
+  assert.equal(s.getSnapshot(A).progress, undefined)
+  assert.equal(notified, 0)
+  s.apply(runStart(A))
+  s.apply(md('Hel'))
+  s.apply(progress(10))
+  assert.deepEqual(s.getSnapshot(A).progress, { runId: 'r1', turnId: 'T1', tokens: 10, tokensPerSecond: 20 })
+  const events = s.getSnapshot(A).events
+  s.apply(progress(15))
+  assert.equal(s.getSnapshot(A).progress?.tokens, 15)
+  assert.equal(s.getSnapshot(A).events, events, 'progress is not a transcript row')
+  s.apply(progress(99, 'other-run')) // another run's: dropped
+  assert.equal(s.getSnapshot(A).progress?.tokens, 15)
+  s.apply(turnEnd(A, 'T1'))
+  assert.equal(s.getSnapshot(A).progress, undefined, 'turn:end has the real counts')
+  s.apply(progress(5, 'r1', 'T2'))
+  assert.equal(s.getSnapshot(A).progress?.turnId, 'T2')
+  s.apply(runEnd(A))
+  assert.equal(s.getSnapshot(A).progress, undefined)
+  const before = notified
+  s.apply(progress(20, 'r1', 'T2')) // after run:end: dropped
+  assert.equal(s.getSnapshot(A).progress, undefined)
+  assert.equal(notified, before)
+})

@@ -706,6 +706,24 @@ test('C14 live signals during the replay are held, then applied exactly once', a
   assert.deepEqual(v3.delivered.map(([, n]) => n), [1, 2, 3, 4, 5, 6, 7, 8, 9])
 })
 
+test('an ephemeral stream:progress (no $seq) of a followed session is delivered at once and is no gap', async (t) => {
+  const { fs, cp } = await rig(t)
+  const c = mk(cp.url)
+  t.after(() => c.close())
+  const got: string[] = []
+  c.onSignal((s) => got.push(s.$seq === undefined ? s.kind : String(s.$seq)))
+  await c.ready
+  c.follow(A, { fresh: true })
+  fs.pushAll(md(A, 1))
+  fs.pushAll({ kind: 'stream:progress', sessionId: A, runId: 'r', turnId: 'T', tokens: 3, tokensPerSecond: 30 })
+  fs.pushAll(md(A, 2))
+  await until(() => got.length === 3)
+  await realDelay(30)
+  assert.deepEqual(got, ['1', 'stream:progress', '2'])
+  assert.equal(c.cursor(A)?.seq, 2)
+  assert.equal(fs.requests('sessions.resume').length, 0, 'no resume: a signal without $seq is outside the sequence')
+})
+
 test('C15 the cursor survives a drop that brought nothing new', async (t) => {
   const { fs, cp } = await rig(t)
   const c = mk(cp.url, { reconnect: { initialMs: 5, maxMs: 10 } })

@@ -82,9 +82,6 @@ type Config struct {
 	SystemPrompt string
 	// Limits are the per-run limits.
 	Limits Limits
-	// StreamProgress turns on stream:progress signals (at most 4 a second per run). Off until the
-	// hub delivers ephemeral signals (no $seq) that every client expects; see issue 7.
-	StreamProgress bool
 	// Retry is the retry policy for provider errors before the first token; zero MaxRetries and
 	// BaseDelay: provider.DefaultRetry.
 	Retry provider.RetryPolicy

@@ -124,6 +124,33 @@ func estimateTokens(m provider.Message) int {
 	return (n+3)/4 + 6
 }
 
+// answerShare is the part of a model's context window that trimming always keeps free for the
+// answer when the per-turn output limit is larger: 1/answerShare of the window.
+const answerShare = 4
+
+// answerReserve is the room trimming keeps for the answer in a context window of window tokens:
+// the per-turn output limit maxOut, but at most a quarter of the window, so a model whose window
+// is not much larger than maxOut (an 8k window with 8k max output) still gets a conversation.
+func answerReserve(window, maxOut int) int {
+	return max(1, min(maxOut, window/answerShare))
+}
+
+// answerTokens is the max_tokens of a request whose prompt is estimated at prompt tokens: what
+// the window leaves after the prompt, at most maxOut and at least the reserve (trimming made the
+// prompt fit window minus the reserve).
+func answerTokens(window, maxOut, prompt int) int {
+	return max(answerReserve(window, maxOut), min(maxOut, window-prompt))
+}
+
+// messagesTokens estimates the tokens of msgs.
+func messagesTokens(msgs []provider.Message) int {
+	n := 0
+	for _, m := range msgs {
+		n += estimateTokens(m)
+	}
+	return n
+}
+
 // textTokens estimates a text's tokens like estimateTokens.
 func textTokens(s string) int { return (len(s) + 3) / 4 }
 
@@ -138,10 +165,7 @@ func trimHistory(msgs []provider.Message, budget int) (kept []provider.Message, 
 			starts = append(starts, i)
 		}
 	}
-	total := 0
-	for _, m := range msgs {
-		total += estimateTokens(m)
-	}
+	total := messagesTokens(msgs)
 	for len(starts) > 0 && total > budget {
 		if len(starts) == 1 {
 			return nil, dropped, false

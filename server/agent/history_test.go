@@ -173,3 +173,15 @@ func TestRuntimeCase_R14_TrimDropsWholeExchanges(t *testing.T) {
 	assert.Nil(t, kept)
 	assert.Equal(t, 2, dropped)
 }
+
+// TestAnswerReserve: trimming keeps the per-turn output limit free for the answer, but at most a
+// quarter of the window (an 8k window with 8k max output still holds a conversation); the
+// request's max tokens is what the window leaves after the prompt, within [reserve, maxOut].
+func TestAnswerReserve(t *testing.T) {
+	assert.Equal(t, 8192, answerReserve(200000, 8192), "a large window reserves the whole limit")
+	assert.Equal(t, 2048, answerReserve(8192, 8192), "a small window reserves a quarter")
+	assert.Equal(t, 1000, answerReserve(8192, 1000))
+	assert.Equal(t, 8192, answerTokens(200000, 8192, 50000), "at most the limit")
+	assert.Equal(t, 8192-3000, answerTokens(8192, 8192, 3000), "what the window leaves")
+	assert.Equal(t, 2048, answerTokens(8192, 8192, 8000), "never below the reserve")
+}

@@ -79,30 +79,33 @@ func (r *Runtime) runModel(ctx context.Context, ru *run) (protocol.RunSummary, s
 	var streamed time.Duration
 	lastTurn := ""
 	unreported := false
+	var lastProgress time.Time // the run's last stream:progress: at most 4 a second per run
 	for turn := 1; ; turn++ {
 		if turn > lim.MaxTurns {
 			return r.summary(sum, streamed, unreported), lastTurn, &runError{fmt.Sprintf("The run stopped: it reached the limit of %d model turns per run (the operator's --max-turns).", lim.MaxTurns)}
 		}
 		msgs := historyFrom(r.conv.snapshot(ru.sessionID))
-		if model.ContextWindow > 0 {
-			budget := model.ContextWindow - lim.MaxOutputTokens - textTokens(system) - toolsTokens(tools)
-			kept, dropped, ok := trimHistory(msgs, budget)
+		maxOut := lim.MaxOutputTokens
+		if w := model.ContextWindow; w > 0 {
+			reserve := answerReserve(w, lim.MaxOutputTokens)
+			fixed := textTokens(system) + toolsTokens(tools)
+			kept, dropped, ok := trimHistory(msgs, w-reserve-fixed)
 			if !ok {
-				return r.summary(sum, streamed, unreported), lastTurn, &runError{fmt.Sprintf("Context too long: the newest exchange alone does not fit %s's context window of %d tokens (with %d reserved for the answer). Start a new session, or pick a model with a larger window.", model.ID, model.ContextWindow, lim.MaxOutputTokens)}
+				return r.summary(sum, streamed, unreported), lastTurn, &runError{fmt.Sprintf("Context too long: the newest exchange alone does not fit %s's context window of %d tokens (with %d reserved for the answer). Start a new session, or pick a model with a larger window.", model.ID, w, reserve)}
 			}
 			msgs = kept
 			if d := dropped; d > 0 && (sum.DroppedExchanges == nil || *sum.DroppedExchanges < d) {
 				sum.DroppedExchanges = &d
 			}
+			maxOut = answerTokens(w, lim.MaxOutputTokens, fixed+messagesTokens(kept))
 		}
-		req := &provider.Request{Model: model.Name, System: system, Messages: msgs, Tools: tools, MaxOutputTokens: lim.MaxOutputTokens}
+		req := &provider.Request{Model: model.Name, System: system, Messages: msgs, Tools: tools, MaxOutputTokens: maxOut}
 		turnID := uuid.NewString()
 		lastTurn = turnID
 		var calls []provider.ToolCall
 		start := time.Now()
 		var first time.Time
 		var tokens int64 // estimated while streaming, for stream:progress
-		var lastProgress time.Time
 		res, err := prov.Stream(ctx, req, func(ev provider.Event) error {
 			now := time.Now()
 			if first.IsZero() {
@@ -120,7 +123,7 @@ func (r *Runtime) runModel(ctx context.Context, ru *run) (protocol.RunSummary, s
 				calls = append(calls, e.Call)
 				r.emit(ru, &protocol.ToolEvent{Tool: e.Call.Name, CallID: e.Call.ID, Text: callLine(e.Call), Input: e.Call.Arguments, TurnID: turnID})
 			}
-			if r.cfg.StreamProgress && now.Sub(lastProgress) >= progressInterval {
+			if now.Sub(lastProgress) >= progressInterval {
 				lastProgress = now
 				tps := 0.0 // too early to tell at the first piece
 				if secs := now.Sub(first).Seconds(); secs >= 0.05 {
@@ -156,6 +159,9 @@ func (r *Runtime) runModel(ctx context.Context, ru *run) (protocol.RunSummary, s
 		sum.TokensOut += u.Output
 		switch {
 		case res.Stop == provider.StopMaxTokens:
+			if maxOut < lim.MaxOutputTokens {
+				return r.summary(sum, streamed, unreported), lastTurn, &runError{fmt.Sprintf("The answer was cut: it reached the %d output tokens that %s's context window of %d tokens left after the conversation (the operator's --max-output-tokens is %d). Start a new session, or pick a model with a larger window.", maxOut, model.ID, model.ContextWindow, lim.MaxOutputTokens)}
+			}
 			return r.summary(sum, streamed, unreported), lastTurn, &runError{fmt.Sprintf("The answer was cut: it reached the limit of %d output tokens per turn (the operator's --max-output-tokens).", lim.MaxOutputTokens)}
 		case res.Stop == provider.StopToolUse && len(calls) > 0:
 			for _, c := range calls {

@@ -8,6 +8,7 @@ export type {
   SessionStreams,
   SessionStreamsOptions,
   SessionStreamActions,
+  StreamProgress,
   StreamSource,
   LoadEvents,
   TranscriptPage,

@@ -35,6 +35,23 @@ export interface SessionSnapshot {
   /** idle, running or error (the last run failed). */
   readonly status: 'idle' | 'running' | 'error'
   readonly page: SessionPage
+  /**
+   * The streaming turn's last stream:progress (at most 4 a second): set while a model turn of the
+   * running run streams, cleared at its turn:end (which has the provider's counts) and at run:end.
+   * The signal is ephemeral (no $seq, never replayed): after a reconnect it is absent until the
+   * next report.
+   */
+  readonly progress?: StreamProgress
+}
+
+/** A streaming turn's progress (the stream:progress signal's numbers). */
+export interface StreamProgress {
+  readonly runId: string
+  readonly turnId: string
+  /** Output tokens of the turn so far (estimated while streaming). */
+  readonly tokens: number
+  /** Output tokens per second since the turn's first token. */
+  readonly tokensPerSecond: number
 }
 
 /**
@@ -67,7 +84,7 @@ export interface SessionStreamsOptions {
 
 /** The session stream store. */
 export interface SessionStreams {
-  /** Applies one signal (event, run:start, turn:end, run:end; others are ignored). */
+  /** Applies one signal (event, run:start, stream:progress, turn:end, run:end; others are ignored). */
   apply(signal: WireSignal): void
   /** Replaces a session's transcript with a loaded page (sessions.loadEvents). */
   reset(sessionId: string, page: TranscriptPage): void
@@ -88,6 +105,9 @@ export interface SessionStreams {
   /** Stops frames and detaches; later writes are ignored. */
   dispose(): void
 }
+
+/** A change of a snapshot: a key present with undefined clears that field (runId, progress). */
+type SnapshotPatch = { [K in keyof SessionSnapshot]?: SessionSnapshot[K] | undefined }
 
 const EMPTY_PAGE: SessionPage = Object.freeze({ hasMore: false, loading: false, start: 0 })
 const EMPTY_EVENTS: readonly StreamEvent[] = Object.freeze([])
@@ -153,17 +173,20 @@ export function createSessionStreams(options: SessionStreamsOptions = {}): Sessi
     return out
   }
 
-  function publish(id: string, s: State, patch: Partial<SessionSnapshot> = {}) {
+  function publish(id: string, s: State, patch: SnapshotPatch = {}) {
     const events = visible(s)
     const prev = s.snapshot
+    const runId = 'runId' in patch ? patch.runId : prev.runId
+    const progress = 'progress' in patch ? patch.progress : prev.progress
     const next: SessionSnapshot = {
       events: events === prev.events ? prev.events : events,
       running: patch.running ?? prev.running,
       status: patch.status ?? prev.status,
       page: patch.page ?? prev.page,
-      ...(('runId' in patch ? patch.runId : prev.runId) !== undefined ? { runId: ('runId' in patch ? patch.runId : prev.runId)! } : {}),
+      ...(runId !== undefined ? { runId } : {}),
+      ...(progress !== undefined ? { progress } : {}),
     }
-    if (next.events === prev.events && next.running === prev.running && next.status === prev.status && next.page === prev.page && next.runId === prev.runId) return
+    if (next.events === prev.events && next.running === prev.running && next.status === prev.status && next.page === prev.page && next.runId === prev.runId && next.progress === prev.progress) return
     s.snapshot = Object.freeze(next)
     notify(id)
   }
@@ -240,20 +263,29 @@ export function createSessionStreams(options: SessionStreamsOptions = {}): Sessi
         }
         case 'run:start': {
           const s = state(id)
-          publish(id, s, { running: true, status: 'running', runId: signal.runId })
+          publish(id, s, { running: true, status: 'running', runId: signal.runId, progress: undefined })
+          return
+        }
+        case 'stream:progress': {
+          // Ephemeral: it may overtake sequenced signals a resume still holds, so only the running
+          // run's report counts (one before its run:start or after its run:end is dropped).
+          const s = states.get(id)
+          if (!s || !s.snapshot.running || s.snapshot.runId !== signal.runId) return
+          const progress: StreamProgress = Object.freeze({ runId: signal.runId, turnId: signal.turnId, tokens: signal.tokens, tokensPerSecond: signal.tokensPerSecond })
+          publish(id, s, { progress })
           return
         }
         case 'turn:end': {
           const s = state(id)
           flushReveal(id, s)
           s.rows = closeOpenBlock(s.rows)
-          publish(id, s)
+          publish(id, s, s.snapshot.progress?.turnId === signal.turnId ? { progress: undefined } : {})
           return
         }
         case 'run:end': {
           const s = state(id)
           compactState(id, s)
-          publish(id, s, { running: false, status: signal.ok || signal.interrupted ? 'idle' : 'error', runId: signal.runId })
+          publish(id, s, { running: false, status: signal.ok || signal.interrupted ? 'idle' : 'error', runId: signal.runId, progress: undefined })
           return
         }
         default:

@@ -2,7 +2,7 @@
 // reads one session and subscribes to that session only, so a token in one session renders no reader
 // of another (client cases C24–C27). React is a peer dependency of this entry only.
 import { createContext, createElement, useCallback, useContext, useMemo, useRef, useSyncExternalStore, type ReactNode } from 'react'
-import { createSessionStreamActions, isEditEvent, type SessionPage, type SessionSnapshot, type SessionStreamActions, type SessionStreams } from '../chat/streams.js'
+import { createSessionStreamActions, isEditEvent, type SessionPage, type SessionSnapshot, type SessionStreamActions, type SessionStreams, type StreamProgress } from '../chat/streams.js'
 import type { StreamEvent } from '../protocol.js'
 
 const StreamsContext = createContext<SessionStreams | null>(null)
@@ -36,6 +36,7 @@ function useSessionValue<T>(sessionId: string, pick: (s: SessionSnapshot) => T):
 const pickEvents = (s: SessionSnapshot) => s.events
 const pickRunning = (s: SessionSnapshot) => s.running
 const pickPage = (s: SessionSnapshot) => s.page
+const pickProgress = (s: SessionSnapshot) => s.progress
 
 /** The session's transcript rows. */
 export function useSessionEvents(sessionId: string): readonly StreamEvent[] {
@@ -45,6 +46,11 @@ export function useSessionEvents(sessionId: string): readonly StreamEvent[] {
 /** Whether a run of the session is in progress. */
 export function useSessionRunning(sessionId: string): boolean {
   return useSessionValue(sessionId, pickRunning)
+}
+
+/** The streaming turn's progress (tokens so far, tokens/s; stream:progress), undefined when no turn streams. */
+export function useSessionProgress(sessionId: string): StreamProgress | undefined {
+  return useSessionValue(sessionId, pickProgress)
 }
 
 /** The session's scrollback state (hasMore, loading, cursor). */
