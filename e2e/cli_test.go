@@ -370,3 +370,22 @@ func TestCLIDaemonFileNamingNoServerExits2(t *testing.T) {
 	assert.Equal(t, 2, ee.ExitCode(), "%s", out)
 	assert.Contains(t, string(out), "no server answers")
 }
+
+// TestCLIRefusedModelLeavesNoSession: an unknown --model is refused with one clear message (not
+// "models.list" twice), and the session the CLI made for the prompt does not stay behind empty.
+func TestCLIRefusedModelLeavesNoSession(t *testing.T) {
+	s := startServer(t, serverOpts{dbURL: storetest.URL(t)})
+	tok := s.mintToken("cli", "chat")
+	code, _, errs := runCLI(t, s, tok, "--model", "nope/x", "-c", "hi")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errs, `no provider "nope" is configured`)
+	assert.Equal(t, 1, strings.Count(errs, "models.list"), "stderr: %s", errs)
+
+	c := dial(t, s, tok)
+	c.hello()
+	var list struct {
+		Sessions []json.RawMessage `json:"sessions"`
+	}
+	c.result("sessions.list", map[string]any{}, &list)
+	assert.Empty(t, list.Sessions, "the refused prompt's session was removed")
+}

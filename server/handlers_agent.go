@@ -141,7 +141,11 @@ func (s *Server) publishSession(x store.Session) {
 func (s *Server) setModel(ctx context.Context, sessionID, model, pointer string) (store.Session, error) {
 	if model != "" {
 		if _, _, err := s.runs.Models().Resolve(ctx, model); err != nil {
-			return store.Session{}, protocol.NewInvalidParamsError(fmt.Sprintf("params%s: %s. models.list shows the models.", pointer, err), &protocol.InvalidParamsErrorData{Pointer: pointer})
+			msg := fmt.Sprintf("params%s: %s", pointer, err)
+			if !strings.Contains(msg, "models.list") {
+				msg += ". models.list shows the models."
+			}
+			return store.Session{}, protocol.NewInvalidParamsError(msg, &protocol.InvalidParamsErrorData{Pointer: pointer})
 		}
 	}
 	x, err := s.store.SetSessionModel(ctx, sessionID, model)

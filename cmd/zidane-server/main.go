@@ -305,7 +305,11 @@ func startCmd() *cobra.Command {
 			}
 			fmt.Printf("zidane-server %s listening on %s://%s (health: %s://%s/healthz)\n", server.Version, scheme, addr, strings.Replace(scheme, "ws", "http", 1), addr)
 			fmt.Printf("host %s · signal epoch %s · workspace roots %s\n", srv.HostID(), srv.Epoch(), strings.Join(srvRoots(roots), ", "))
-			fmt.Printf("chat locally:  %s -c \"Say hello.\"   (reads %s)\n", cli, filepath.Join(db.dataDir, client.DaemonFileName))
+			local := cli
+			if os.Getenv("ZIDANE_SERVER_HOME") != "" || filepath.Clean(db.dataDir) != filepath.Clean(client.DefaultDataDir()) {
+				local += " --data-dir " + db.dataDir // a terminal without the same environment looks elsewhere
+			}
+			fmt.Printf("chat locally:  %s -c \"Say hello.\"   (reads %s)\n", local, filepath.Join(db.dataDir, client.DaemonFileName))
 			fmt.Printf("mint a token:  %s token create --name cli --scope chat %s\n", self, where)
 			fmt.Printf("then chat:     ZIDANE_URL=%s://%s ZIDANE_TOKEN=<token> %s -c \"Say hello.\"\n", scheme, addr, cli)
 			select {

@@ -143,6 +143,11 @@ func runPrompt(o promptOptions, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, "zidane: interrupted")
 			return exitInterrupted
 		}
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			// The user's own --timeout ran out during the connect: not a stale daemon.json.
+			fmt.Fprintf(stderr, "zidane: no answer from %s within --timeout %s: %v\n", t.url, o.timeout, err)
+			return exitFailed
+		}
 		fmt.Fprintln(stderr, "zidane:", explain(t, err))
 		if noServer(t, err) {
 			return exitUsage
@@ -189,6 +194,14 @@ func runPrompt(o promptOptions, stdout, stderr io.Writer) int {
 	}
 	close(setupDone)
 	<-watcherDone
+	var rpcErr *protocol.Error
+	if errors.As(err, &rpcErr) && rpcErr.Code == protocol.CodeInvalidParams && o.sessionID == "" {
+		// The prompt was refused (e.g. an unknown --model) in the session made for it: remove
+		// that empty session rather than leave it in sessions.list.
+		dctx, dcancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, _ = c.SessionsDelete(dctx, &protocol.SessionsDeleteParams{SessionID: sid})
+		dcancel()
+	}
 	var lost *client.ConnectionLostError
 	var startDeadline <-chan time.Time
 	if errors.As(err, &lost) && o.sessionID == "" && setupCtx.Err() == nil {
