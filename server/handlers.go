@@ -174,11 +174,11 @@ func (h sessionsHandler) Create(ctx context.Context, p *protocol.SessionsCreateP
 	if err != nil {
 		return nil, err
 	}
-	title := "New session"
-	if p.Title != nil && strings.TrimSpace(*p.Title) != "" {
-		title = *p.Title
+	title, titleSet := "New session", false
+	if p.Title != nil && visible(*p.Title) {
+		title, titleSet = *p.Title, true // a given title is kept: the first prompt does not rename it
 	}
-	x, err := h.s.store.CreateSession(ctx, store.Session{Title: title, ProjectRoot: root, Cwd: dir, AgentID: "build", Status: "idle"})
+	x, err := h.s.store.CreateSession(ctx, store.Session{Title: title, TitleSet: titleSet, ProjectRoot: root, Cwd: dir, AgentID: "build", Status: "idle"})
 	if err != nil {
 		return nil, storeErr(err, "params/title")
 	}
@@ -203,10 +203,19 @@ func (s *Server) resolveCwd(cwd string) (root, dir string, err error) {
 	return p.Root, p.Abs(), nil
 }
 
+// sessionNotFound is the HandlerFailed answer for a session id that names no session; an id
+// spelled other than the server spells it (uppercase, urn:uuid:) is told the canonical spelling.
+func sessionNotFound(id, hint string) error {
+	if u, err := uuid.Parse(id); err == nil && u.String() != id {
+		hint = fmt.Sprintf("Session ids are spelled as the server gives them: %q. %s", u.String(), hint)
+	}
+	return protocol.NewHandlerFailedError(fmt.Sprintf("Session %q not found. %s", id, hint))
+}
+
 func (s *Server) getSession(ctx context.Context, id, hint string) (store.Session, error) {
 	x, err := s.store.GetSession(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
-		return x, protocol.NewHandlerFailedError(fmt.Sprintf("Session %q not found. %s", id, hint))
+		return x, sessionNotFound(id, hint)
 	}
 	if err != nil {
 		return x, storeErr(err, "")
@@ -337,20 +346,23 @@ func (h sessionsHandler) GetTurns(ctx context.Context, p *protocol.SessionsGetTu
 			add(page.TurnPos[i], r.TurnID, ev)
 		}
 	}
+	// A streaming block continues the last turn when it has its turnId, else it starts one (and
+	// the total counts it); it comes with the page that holds its turn.
+	openPos := -1
+	if open != nil {
+		openPos = mark.Turns
+		if mark.Turns > 0 && blockTurnID(open) == mark.LastTurnID {
+			openPos = mark.Turns - 1
+		}
+		if openPos == mark.Turns {
+			res.Total = mark.Turns + 1
+		}
+	}
 	if page.Next < mark.Turns {
 		next := page.Next
 		res.Next = &next
-	} else if open != nil {
-		// The streaming block continues the last turn when it has its turnId, else it starts one;
-		// it comes with the page that holds its turn.
-		pos, tid := mark.Turns, blockTurnID(open)
-		if mark.Turns > 0 && tid == mark.LastTurnID {
-			pos = mark.Turns - 1
-		}
-		if pos < from {
-			return res, nil
-		}
-		add(pos, tid, open)
+	} else if open != nil && openPos >= from {
+		add(openPos, blockTurnID(open), open)
 	}
 	return res, nil
 }

@@ -120,7 +120,7 @@ func (h sessionsHandler) List(ctx context.Context, p *protocol.SessionsListParam
 // sessionDone answers a session-changing call: the session, and session:updated to everyone.
 func (s *Server) sessionDone(id string, x store.Session, err error, what string) (*protocol.Session, error) {
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, protocol.NewHandlerFailedError(fmt.Sprintf("Session %q not found. List the sessions with sessions.list.", id))
+		return nil, sessionNotFound(id, "List the sessions with sessions.list.")
 	}
 	if err != nil {
 		return nil, storeErr(err, what)
@@ -166,8 +166,8 @@ func (h sessionsHandler) SetModel(ctx context.Context, p *protocol.SessionsSetMo
 
 // Rename implements sessions.rename.
 func (h sessionsHandler) Rename(ctx context.Context, p *protocol.SessionsRenameParams) (*protocol.Session, error) {
-	if strings.TrimSpace(p.Title) == "" {
-		return nil, protocol.NewInvalidParamsError("params/title: a title needs a visible character.", &protocol.InvalidParamsErrorData{Pointer: "/title"})
+	if !visible(p.Title) {
+		return nil, protocol.NewInvalidParamsError("params/title: a title needs a visible character (not only spaces, control or zero-width characters).", &protocol.InvalidParamsErrorData{Pointer: "/title"})
 	}
 	x, err := h.s.store.RenameSession(ctx, p.SessionID, p.Title)
 	return h.s.sessionDone(p.SessionID, x, err, "params/title")
@@ -186,7 +186,7 @@ func (h sessionsHandler) Delete(ctx context.Context, p *protocol.SessionsDeleteP
 	}
 	err := h.s.store.DeleteSession(ctx, p.SessionID)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, protocol.NewHandlerFailedError(fmt.Sprintf("Session %q not found. List the sessions with sessions.list.", p.SessionID))
+		return nil, sessionNotFound(p.SessionID, "List the sessions with sessions.list.")
 	}
 	if err != nil {
 		return nil, storeErr(err, "")
@@ -211,11 +211,12 @@ func (s *Server) titleFromPrompt(sessionID, prompt string) {
 		}
 		return r
 	}, line)
+	line = strings.TrimSpace(line)
+	if !visible(line) {
+		return // a prompt of control or invisible characters leaves the title as it is
+	}
 	if r := []rune(line); len(r) > 60 {
 		line = strings.TrimSpace(string(r[:60])) + "…"
-	}
-	if line == "" {
-		return
 	}
 	ctx, cancel := context.WithTimeout(s.baseCtx, 5*time.Second)
 	defer cancel()
@@ -227,4 +228,15 @@ func (s *Server) titleFromPrompt(sessionID, prompt string) {
 	if changed {
 		s.publishSession(x)
 	}
+}
+
+// visible reports whether s has a character that shows: a graphic rune that is neither a space
+// nor a format character (zero-width space, joiners, direction marks).
+func visible(s string) bool {
+	for _, r := range s {
+		if unicode.IsGraphic(r) && !unicode.IsSpace(r) && !unicode.In(r, unicode.Cf) {
+			return true
+		}
+	}
+	return false
 }

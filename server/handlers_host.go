@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os/exec"
 	"runtime"
 	"strings"
@@ -109,7 +108,7 @@ func (h sessionsHandler) SetSandbox(ctx context.Context, p *protocol.SessionsSet
 	}
 	if err := s.store.SetSessionSandbox(ctx, p.SessionID, policy); err != nil {
 		if errors.Is(err, store.ErrNotFound) {
-			return nil, protocol.NewHandlerFailedError(fmt.Sprintf("Session %q not found. List the sessions with sessions.list.", p.SessionID))
+			return nil, sessionNotFound(p.SessionID, "List the sessions with sessions.list.")
 		}
 		return nil, storeErr(err, "")
 	}
@@ -120,7 +119,7 @@ func (h sessionsHandler) SetSandbox(ctx context.Context, p *protocol.SessionsSet
 func (s *Server) sessionSandboxOut(ctx context.Context, id string) (*protocol.SessionSandbox, error) {
 	pol, set, err := s.sessionPolicy(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, protocol.NewHandlerFailedError(fmt.Sprintf("Session %q not found. List the sessions with sessions.list.", id))
+		return nil, sessionNotFound(id, "List the sessions with sessions.list.")
 	}
 	if err != nil {
 		return nil, storeErr(err, "")

@@ -455,7 +455,7 @@ func (s *Server) track(c *conn, add bool) {
 // ServeHTTP answers plain HTTP (GET /healthz, /version, /protocol.json) and WebSocket upgrades
 // on any path.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	health := r.Method == http.MethodGet && (r.URL.Path == "/healthz" || r.URL.Path == "/health")
+	health := (r.Method == http.MethodGet || r.Method == http.MethodHead) && (r.URL.Path == "/healthz" || r.URL.Path == "/health")
 	if !health && !s.hostAllowed(r) {
 		plainText(w, http.StatusForbidden, "Forbidden: host not allowed. This server listens on a loopback address and answers only Host names that are loopback (localhost, 127.0.0.1, [::1]) with its port; an operator can allow another name with --allowed-host.")
 		return

@@ -3,10 +3,8 @@ package server
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 
-	"github.com/zidane-server/zidane/protocol"
 	"github.com/zidane-server/zidane/server/store"
 )
 
@@ -73,5 +71,5 @@ func (s *Server) notFoundAfterCache(id, hint string, err error) error {
 		return err
 	}
 	s.sessions.drop(id)
-	return protocol.NewHandlerFailedError(fmt.Sprintf("Session %q not found. %s", id, hint))
+	return sessionNotFound(id, hint)
 }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -33,9 +34,16 @@ func scanSession(row pgx.Row) (Session, error) {
 	return x, err
 }
 
-// parseID parses a session id; malformed ids are reported as ErrNotFound.
+// parseID parses a session id; malformed ids are reported as ErrNotFound. Only the canonical
+// spelling (lowercase, hyphenated, as the server hands ids out) names a session: the server keys
+// its in-memory state (running runs, the replay log, $seq, the session cache) by the id string,
+// so an uppercase or urn:uuid: spelling that Postgres would accept must not reach a row that
+// state does not know by that name.
 func parseID(op, id string) (uuid.UUID, error) {
 	u, err := uuid.Parse(id)
+	if err == nil && u.String() != id {
+		err = errors.New("not the canonical spelling")
+	}
 	if err != nil {
 		return uuid.UUID{}, fmt.Errorf("%s: %w: session %q", op, ErrNotFound, id)
 	}
