@@ -176,8 +176,16 @@ func (c *Client) syncer(f *follow, w *wire) {
 		if exact && reloads <= 3 {
 			// The snapshot holds every signal up to the watermark: continue from it (resume
 			// fetches what came after, the held signals fill in).
+			// Every signal after the watermark was published after the snapshot was read, so
+			// after this connection began holding the session's live signals: the held signals
+			// complete it without another resume (which, behind a short replay log, could answer
+			// gap again and again while the run streams).
 			f.seq = *snap.watermark
 			f.refresh = false
+			if c.drainHeldLocked(f, w) {
+				c.mu.Unlock()
+				return
+			}
 			c.mu.Unlock()
 			continue
 		}
