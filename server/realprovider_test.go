@@ -162,7 +162,9 @@ func r15Fakes(t *testing.T) []r15Fake {
 		provider: openai.New(openai.Config{BaseURL: oa.BaseURL(), Models: []provider.Model{{ID: "openai/m", Provider: "openai", Name: "m", ContextWindow: 32000}}}),
 		requests: oa.StreamRequests,
 		pending:  oa.Pending,
-		call:     func(id string) { oa.Enqueue(openaitest.CallReply(10, 5, openaitest.Call{ID: id, Name: "exec", Args: args})) },
+		call: func(id string) {
+			oa.Enqueue(openaitest.CallReply(10, 5, openaitest.Call{ID: id, Name: "exec", Args: args}))
+		},
 		cut: func(id string) {
 			oa.Enqueue(openaitest.Response{Abort: true, Events: []string{openaitest.Text("Running it. "), openaitest.ToolCall(0, id, "exec", args[:10])}})
 		},
@@ -172,7 +174,9 @@ func r15Fakes(t *testing.T) []r15Fake {
 		provider: anthropic.New(anthropic.Config{BaseURL: an.URL(), Models: []provider.Model{{ID: "anthropic/m", Provider: "anthropic", Name: "m", ContextWindow: 32000}}}),
 		requests: an.StreamRequests,
 		pending:  an.Pending,
-		call:     func(id string) { an.Enqueue(anthropictest.CallReply(10, 5, anthropictest.Call{ID: id, Name: "exec", Input: args})) },
+		call: func(id string) {
+			an.Enqueue(anthropictest.CallReply(10, 5, anthropictest.Call{ID: id, Name: "exec", Input: args}))
+		},
 		cut: func(id string) {
 			an.Enqueue(anthropictest.Response{Abort: true, Events: []string{anthropictest.MessageStart(10), anthropictest.TextStart(0), anthropictest.TextDelta(0, "Running it. "), anthropictest.BlockStop(0),
 				anthropictest.ToolStart(1, id, "exec"), anthropictest.InputDelta(1, args[:10])}})
