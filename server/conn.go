@@ -416,9 +416,8 @@ func (c *conn) call(req *protocol.Request, after *[]func()) (res any, err error)
 	if len(req.Params) > 0 && req.Params[0] == '[' {
 		return nil, protocol.NewInvalidParamsError("params must be an object.", &protocol.InvalidParamsErrorData{Pointer: ""})
 	}
-	ctx, cancel := context.WithTimeout(c.ctx, c.srv.cfg.Limits.RequestTimeout)
-	defer cancel()
-	ctx = context.WithValue(ctx, afterKey{}, after)
+	ctx := newReqCtx(c.ctx, c.srv.cfg.Limits.RequestTimeout, after)
+	defer ctx.end()
 	return protocol.Dispatch(ctx, c.srv.handlers, c.scope, req.Method, req.Params)
 }
 
