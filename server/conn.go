@@ -53,9 +53,9 @@ type conn struct {
 	imu           sync.Mutex
 	inlineGen     uint64
 	inlineRunning bool
-	watchedGen    uint64 // inlineGen when the watchdog last looked
-	watching      bool   // the watchdog timer is armed
-	handoff       *time.Timer
+	watchedGen    uint64      // inlineGen when the watchdog last looked
+	watching      bool        // the watchdog timer is armed
+	handoff       *time.Timer // the watchdog; nil until the first request after hello
 	helloTimer    *time.Timer
 
 	view atomic.Pointer[connView] // the session this connection shows (presence); nil: none, never declared
@@ -94,9 +94,6 @@ func (s *Server) serveConn(ws *websocket.Conn, tok store.Token) {
 	ws.SetReadLimit(s.cfg.Limits.MaxMessageBytes)
 	s.track(c, true)
 	c.log().Debug("connected")
-	// The timers are made before any can fire: their functions read the fields they are kept in.
-	c.handoff = time.AfterFunc(time.Hour, c.handOff)
-	c.handoff.Stop()
 	c.pingTimer = time.AfterFunc(time.Hour, c.ping) // armed below, once c.pingTimer is set
 	c.pingTimer.Reset(s.cfg.Limits.PingInterval)
 	c.helloTimer = time.AfterFunc(s.cfg.Limits.HelloTimeout, func() {
@@ -112,7 +109,11 @@ func (s *Server) serveConn(ws *websocket.Conn, tok store.Token) {
 func (c *conn) end() {
 	c.helloTimer.Stop()
 	c.pingTimer.Stop()
-	c.handoff.Stop()
+	c.imu.Lock()
+	if c.handoff != nil {
+		c.handoff.Stop()
+	}
+	c.imu.Unlock()
 	c.srv.hub.remove(c)
 	c.cancel()
 	c.wg.Wait()
@@ -308,7 +309,11 @@ func (c *conn) serve(fn func()) bool {
 	if !c.watching {
 		c.watching = true
 		c.watchedGen = gen - 1
-		c.handoff.Reset(handoffDelay)
+		if c.handoff == nil { // made on first use: an idle connection that only said hello has none
+			c.handoff = time.AfterFunc(handoffDelay, c.handOff)
+		} else {
+			c.handoff.Reset(handoffDelay)
+		}
 	}
 	c.imu.Unlock()
 	fn()
