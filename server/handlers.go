@@ -495,8 +495,8 @@ func (h tokensHandler) List(ctx context.Context, _ *protocol.TokensListParams) (
 	return out, nil
 }
 
-// Revoke implements tokens.revoke; the running server closes the token's connections when the
-// revocation notice arrives.
+// Revoke implements tokens.revoke: this process refuses the token from the answer on (token
+// cache); it closes the token's connections when the revocation notice arrives.
 func (h tokensHandler) Revoke(ctx context.Context, p *protocol.TokensRevokeParams) (*protocol.TokenInfo, error) {
 	t, err := h.s.store.RevokeTokenBy(ctx, p.Name, actorOf(ctx))
 	if errors.Is(err, store.ErrNotFound) {
@@ -505,6 +505,7 @@ func (h tokensHandler) Revoke(ctx context.Context, p *protocol.TokensRevokeParam
 	if err != nil {
 		return nil, storeErr(err, "params/name")
 	}
+	h.s.tokens.drop(t.ID) // refused at once by this process, before the notice arrives
 	info := tokenInfo(t)
 	return &info, nil
 }
