@@ -557,7 +557,8 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request) {
 		plainText(w, status, msg)
 		return
 	}
-	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{
+	cw := &corkingWriter{ResponseWriter: w}
+	ws, err := websocket.Accept(cw, r, &websocket.AcceptOptions{
 		Subprotocols:       []string{"zidane"},
 		InsecureSkipVerify: true, // the origin was checked above, exactly
 		CompressionMode:    websocket.CompressionDisabled,
@@ -568,7 +569,7 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request) {
 	// The connection is served on a goroutine of its own, with a fresh small stack: the HTTP
 	// handler's goroutine grew its stack through the upgrade (the token check) and would keep it
 	// as the idle reader's (the idle figure of docs/benchmarks.md).
-	go s.serveConn(ws, tok)
+	go s.serveConn(ws, tok, cw.conn)
 }
 
 // Shutdown closes every connection with 1001, waits for runs to end as interrupted (bounded by
