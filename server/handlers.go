@@ -415,7 +415,11 @@ func signalKind(b []byte) string {
 	return ""
 }
 
-// Send implements chat.send: it answers once the run starts.
+// promptStoreWait bounds how long chat.send waits for its prompt's commit.
+const promptStoreWait = 10 * time.Second
+
+// Send implements chat.send: it answers once the run started and its prompt is committed; the
+// run's run:start and prompt are published before the commit.
 func (h chatHandler) Send(ctx context.Context, p *protocol.ChatSendParams) (*protocol.ChatSendResult, error) {
 	const hint = "Create the session before sending a prompt."
 	x, err := h.s.cachedSession(ctx, p.SessionID, hint)
@@ -431,9 +435,21 @@ func (h chatHandler) Send(ctx context.Context, p *protocol.ChatSendParams) (*pro
 			return nil, err
 		}
 	}
-	runID, err := h.s.runs.Start(ctx, x, p.Prompt, originOf(connFrom(ctx)))
+	runID, stored, err := h.s.runs.Start(ctx, x, p.Prompt, originOf(connFrom(ctx)))
 	if err != nil {
 		return nil, agentErr(h.s.notFoundAfterCache(x.ID, hint, err))
+	}
+	if stored != nil {
+		// The run already streams; the answer waits for the prompt's commit (issue 10).
+		wctx, cancel := context.WithTimeout(ctx, promptStoreWait)
+		err := stored(wctx)
+		cancel()
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, agentErr(h.s.notFoundAfterCache(x.ID, hint, err))
+		}
+		if err != nil {
+			return nil, protocol.NewHandlerFailedError(fmt.Sprintf("Run %s started, but Postgres has not confirmed its prompt within %s (%v). The prompt stays queued and is written once Postgres answers: do not send it again; its run:end tells how the run ended.", runID, promptStoreWait, err))
+		}
 	}
 	if !x.TitleSet {
 		h.s.titleFromPrompt(x.ID, p.Prompt)

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -17,20 +19,32 @@ import (
 // checkpointed, so a crash loses at most that much of it (issue 8, "Crashes").
 const flushInterval = 100 * time.Millisecond
 
-// transcriptWriter merges streamed pieces into blocks and writes closed blocks and other events in
-// batches: one FlushTranscript call per flush for every session. The block still streaming in a
-// session is checkpointed in the same call whenever it grew.
+// transcriptWriter merges streamed pieces into blocks and writes closed blocks, other events,
+// turn usage and session statuses in batches: one FlushTranscript call (one round trip) per flush
+// for every session. The block still streaming in a session is checkpointed in the same call
+// whenever it grew. A run's prompt is queued like any event and wakes the writer at once (begin);
+// chat.send waits for its commit (wait) while the run already streams (issue 10, "chat.send →
+// run:start").
 type transcriptWriter struct {
-	st  *store.Store
-	log *slog.Logger
+	st     *store.Store
+	log    *slog.Logger
+	stored func(store.Session) // told of each queued status change once written (session:updated)
 
-	mu      sync.Mutex
-	pending []store.EventRow
-	open    map[string]*openBlock // by session
-	cleared []string              // sessions whose checkpointed block closed since the last flush
-	flushMu sync.Mutex            // one flush at a time keeps rows in order
-	stop    chan struct{}
-	stopped chan struct{}
+	mu       sync.Mutex
+	pending  []store.EventRow
+	usage    []store.TurnUsage
+	statuses map[string]string     // queued status changes, by session
+	open     map[string]*openBlock // by session
+	cleared  []string              // sessions whose checkpointed block closed since the last flush
+	queued   uint64                // queue operations so far (rows, usage, statuses)
+	written  uint64                // every queue operation up to this one is committed
+	wrote    chan struct{}         // closed (and replaced) by each flush that succeeds
+	lastErr  error                 // the last flush's error, nil once one succeeds
+	gone     map[string]bool       // sessions whose queued rows were dropped: deleted
+	flushMu  sync.Mutex            // one flush at a time keeps rows in order
+	kick     chan struct{}         // wakes the loop for a flush now
+	stop     chan struct{}
+	stopped  chan struct{}
 }
 
 type openBlock struct {
@@ -40,8 +54,11 @@ type openBlock struct {
 	saved        bool // has a checkpoint row
 }
 
-func newTranscriptWriter(st *store.Store, log *slog.Logger) *transcriptWriter {
-	w := &transcriptWriter{st: st, log: log, open: map[string]*openBlock{}, stop: make(chan struct{}), stopped: make(chan struct{})}
+// newTranscriptWriter starts a writer; stored is told of every queued status change once it is
+// written, in commit order.
+func newTranscriptWriter(st *store.Store, log *slog.Logger, stored func(store.Session)) *transcriptWriter {
+	w := &transcriptWriter{st: st, log: log, stored: stored, open: map[string]*openBlock{}, statuses: map[string]string{},
+		gone: map[string]bool{}, wrote: make(chan struct{}), kick: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{})}
 	go w.loop()
 	return w
 }
@@ -55,12 +72,13 @@ func (w *transcriptWriter) loop() {
 		case <-w.stop:
 			return
 		case <-t.C:
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			if err := w.flush(ctx); err != nil {
-				w.log.Warn("transcript flush failed; will retry", "err", err)
-			}
-			cancel()
+		case <-w.kick:
 		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if err := w.flush(ctx); err != nil {
+			w.log.Warn("transcript flush failed; will retry", "err", err)
+		}
+		cancel()
 	}
 }
 
@@ -159,40 +177,68 @@ func (w *transcriptWriter) row(sessionID string, ev protocol.StreamEvent) (store
 func (w *transcriptWriter) queue(sessionID string, ev protocol.StreamEvent) {
 	if r, ok := w.row(sessionID, ev); ok {
 		w.pending = append(w.pending, r)
+		w.queued++
 	}
 }
 
-// startRun writes a run's prompt event durably with the session's status "running" (the run's
-// one Postgres round trip before its run:start, store.StartRun), after the session's rows still
-// queued so the transcript keeps its order, and returns the session as stored. On error nothing of
-// it is written and the session's queued rows stay queued.
-func (w *transcriptWriter) startRun(ctx context.Context, sessionID string, prompt protocol.StreamEvent) (store.Session, error) {
-	row, ok := w.row(sessionID, prompt)
-	if !ok {
-		return store.Session{}, errors.New("the prompt could not be encoded")
-	}
-	w.flushMu.Lock() // a flush in progress may hold this session's earlier rows
-	defer w.flushMu.Unlock()
+// begin queues a run's prompt event after the session's queued rows, with the session's status
+// "running", and wakes the loop to write them now; it returns the ticket wait takes. The caller
+// publishes the prompt's signal meanwhile: the run does not wait for Postgres (issue 10). A
+// server killed after the write leaves the session "running", which InterruptRunning ends at the
+// next start; one killed before it loses a prompt whose chat.send was never answered.
+func (w *transcriptWriter) begin(sessionID string, prompt protocol.StreamEvent) uint64 {
 	w.mu.Lock()
 	w.closeLocked(sessionID)
-	var mine []store.EventRow
-	kept := w.pending[:0]
-	for _, r := range w.pending {
-		if r.SessionID == sessionID {
-			mine = append(mine, r)
-		} else {
-			kept = append(kept, r)
+	w.queue(sessionID, prompt)
+	w.statuses[sessionID] = "running"
+	w.queued++
+	t := w.queued
+	w.mu.Unlock()
+	select {
+	case w.kick <- struct{}{}:
+	default: // a flush is already due
+	}
+	return t
+}
+
+// addUsage queues a model turn's usage row (written with the next flush, at the latest at the
+// run's end, before its run:end).
+func (w *transcriptWriter) addUsage(u store.TurnUsage) {
+	// A batch the store refuses is retried whole: no text in it may be invalid.
+	for _, f := range []*string{&u.RunID, &u.TurnID, &u.ModelID} {
+		*f = strings.ToValidUTF8(strings.ReplaceAll(*f, "\x00", ""), "\uFFFD")
+	}
+	w.mu.Lock()
+	w.usage = append(w.usage, u)
+	w.queued++
+	w.mu.Unlock()
+}
+
+// wait blocks until everything queued up to ticket is committed. While Postgres fails the rows
+// stay queued and flushes retry; wait then ends with ctx, naming the last flush's error.
+// store.ErrNotFound when the session was deleted and its rows dropped.
+func (w *transcriptWriter) wait(ctx context.Context, sessionID string, ticket uint64) error {
+	for {
+		w.mu.Lock()
+		if w.written >= ticket {
+			gone := w.gone[sessionID]
+			w.mu.Unlock()
+			if gone {
+				return store.ErrNotFound
+			}
+			return nil
+		}
+		ch, last := w.wrote, w.lastErr
+		w.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			if last != nil {
+				return fmt.Errorf("%w; the last write failed: %v", ctx.Err(), last)
+			}
+			return ctx.Err()
 		}
 	}
-	w.pending = kept
-	w.mu.Unlock()
-	x, err := w.st.StartRun(ctx, sessionID, append(mine, row))
-	if err != nil && len(mine) > 0 {
-		w.mu.Lock()
-		w.pending = append(mine, w.pending...)
-		w.mu.Unlock()
-	}
-	return x, err
 }
 
 // forget drops what is queued for a session that was deleted.
@@ -200,6 +246,8 @@ func (w *transcriptWriter) forget(sessionID string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	delete(w.open, sessionID)
+	delete(w.statuses, sessionID)
+	w.markGoneLocked(sessionID)
 	kept := w.pending[:0]
 	for _, r := range w.pending {
 		if r.SessionID != sessionID {
@@ -209,75 +257,118 @@ func (w *transcriptWriter) forget(sessionID string) {
 	w.pending = kept
 }
 
-// flush writes every queued row and checkpoints every grown open block in one transaction. On
-// failure the rows stay queued, in order, and the blocks are checkpointed next time. A session
-// deleted meanwhile (its rows cannot be written) loses its queued rows, not the others'.
+// flush writes every queued row, usage row and status and checkpoints every grown open block, in
+// one round trip. On failure everything stays queued, in order, and the blocks are checkpointed
+// next time. A session deleted meanwhile (its rows cannot be written) loses its queued rows, not
+// the others'.
 func (w *transcriptWriter) flush(ctx context.Context) error {
 	_, err := w.flushStatus(ctx, "", "")
 	return err
 }
 
 // flushStatus is flush that also sets the status of session sessionID (unless ""), in the same
-// round trip (a run's end), and returns the session as stored.
+// round trip (a run's end), and returns the session as stored. The other status changes it writes
+// are told to stored; the caller publishes its own.
 func (w *transcriptWriter) flushStatus(ctx context.Context, sessionID, status string) (store.Session, error) {
 	w.flushMu.Lock()
 	defer w.flushMu.Unlock()
 	w.mu.Lock()
-	rows, cleared := w.pending, w.cleared
-	w.pending, w.cleared = nil, nil
-	var open []store.EventRow
+	tb := store.TranscriptBatch{Rows: w.pending, Cleared: w.cleared, Usage: w.usage}
+	statuses, upto := w.statuses, w.queued
+	w.pending, w.cleared, w.usage, w.statuses = nil, nil, nil, map[string]string{}
 	var grown []*openBlock
 	for sid, b := range w.open {
 		if b.dirty {
 			if r, ok := w.row(sid, blockEvent(b.kind, b.turnID, string(b.text))); ok {
-				open = append(open, r)
+				tb.Open = append(tb.Open, r)
 				grown = append(grown, b)
 				b.dirty = false
 			}
 		}
 	}
 	w.mu.Unlock()
-	write := func() (x store.Session, err error) {
-		if sessionID == "" {
-			return x, w.st.FlushTranscript(ctx, rows, open, cleared)
+	for sid, st := range statuses {
+		if sid != sessionID {
+			tb.Statuses = append(tb.Statuses, store.StatusChange{SessionID: sid, Status: st})
 		}
-		return w.st.FlushTranscriptStatus(ctx, rows, open, cleared, sessionID, status)
 	}
-	x, err := write()
+	if sessionID != "" {
+		tb.Statuses = append(tb.Statuses, store.StatusChange{SessionID: sessionID, Status: status})
+	}
+	xs, err := w.st.FlushTranscript(ctx, tb)
+	var dropped []string
 	if errors.Is(err, store.ErrNotFound) {
-		rows = w.withoutDeleted(ctx, rows)
-		x, err = write()
+		tb.Rows, dropped = w.withoutDeleted(ctx, tb.Rows)
+		xs, err = w.st.FlushTranscript(ctx, tb)
 	}
 	w.mu.Lock()
-	defer w.mu.Unlock()
 	if err != nil {
-		w.pending = append(rows, w.pending...)
-		w.cleared = append(cleared, w.cleared...)
+		w.pending = append(tb.Rows, w.pending...)
+		w.cleared = append(tb.Cleared, w.cleared...)
+		w.usage = append(tb.Usage, w.usage...)
+		for sid, st := range statuses {
+			if _, newer := w.statuses[sid]; !newer {
+				w.statuses[sid] = st
+			}
+		}
 		for _, b := range grown {
 			b.dirty = true
 		}
-		return x, err
+		w.lastErr = err
+		w.mu.Unlock()
+		return store.Session{}, err
 	}
 	for _, b := range grown {
 		b.saved = true
 	}
-	return x, nil
+	for _, sid := range dropped {
+		w.markGoneLocked(sid)
+	}
+	w.written, w.lastErr = upto, nil
+	close(w.wrote)
+	w.wrote = make(chan struct{})
+	w.mu.Unlock()
+	var mine store.Session
+	mineFound := false
+	for _, x := range xs {
+		if x.ID == sessionID {
+			mine, mineFound = x, true
+		} else if w.stored != nil {
+			w.stored(x) // under flushMu: in commit order
+		}
+	}
+	if sessionID != "" && !mineFound {
+		return store.Session{}, fmt.Errorf("flush transcript: session %s: %w", sessionID, store.ErrNotFound)
+	}
+	return mine, nil
 }
 
-// withoutDeleted drops the rows of sessions that no longer exist.
-func (w *transcriptWriter) withoutDeleted(ctx context.Context, rows []store.EventRow) []store.EventRow {
+// markGoneLocked records that a session's queued rows were dropped (it was deleted), for wait.
+// The record is bounded: past 1024 sessions it starts over.
+func (w *transcriptWriter) markGoneLocked(sessionID string) {
+	if len(w.gone) >= 1024 {
+		clear(w.gone)
+	}
+	w.gone[sessionID] = true
+}
+
+// withoutDeleted drops the rows of sessions that no longer exist, and names those sessions.
+func (w *transcriptWriter) withoutDeleted(ctx context.Context, rows []store.EventRow) (kept []store.EventRow, dropped []string) {
 	gone := map[string]bool{}
-	kept := rows[:0:0]
+	kept = rows[:0:0]
 	for _, r := range rows {
 		if _, seen := gone[r.SessionID]; !seen {
 			_, err := w.st.GetSession(ctx, r.SessionID)
 			gone[r.SessionID] = errors.Is(err, store.ErrNotFound)
+			if gone[r.SessionID] {
+				dropped = append(dropped, r.SessionID)
+			}
 		}
 		if !gone[r.SessionID] {
 			kept = append(kept, r)
 		}
 	}
-	return kept
+	return kept, dropped
 }
 
 func (w *transcriptWriter) close() {

@@ -473,9 +473,10 @@ func TestBusyAndUnavailable(t *testing.T) {
 	assert.ErrorIs(t, err, store.ErrUnavailable)
 }
 
-// StartRun (issue 10): the prompt and the status "running" in one transaction; a missing session
-// writes nothing; a server killed after it leaves the session for InterruptRunning.
-func TestStartRunPromptAndStatusTogether(t *testing.T) {
+// FlushTranscript with a status (issue 10: a run's prompt and its status "running" in one
+// transaction, with usage rows); a missing session writes nothing; a server killed after it leaves
+// the session for InterruptRunning.
+func TestFlushTranscriptPromptAndStatusTogether(t *testing.T) {
 	s, _, _ := openURL(t)
 	ctx := context.Background()
 	a, err := s.CreateSession(ctx, store.Session{Title: "a", Status: "idle"})
@@ -484,9 +485,15 @@ func TestStartRunPromptAndStatusTogether(t *testing.T) {
 		{SessionID: a.ID, TurnID: "t0", Kind: "markdown", Body: []byte(`{"kind":"markdown","text":"queued before"}`)},
 		{SessionID: a.ID, TurnID: "t1", Kind: "user-prompt", Body: []byte(`{"kind":"user-prompt","text":"hi","turnId":"t1"}`)},
 	}
-	x, err := s.StartRun(ctx, a.ID, rows)
+	usage := []store.TurnUsage{{SessionID: a.ID, RunID: "r", TurnID: "t1", ModelID: "m", Input: 3, Output: 4, Reported: true}}
+	xs, err := s.FlushTranscript(ctx, store.TranscriptBatch{Rows: rows, Usage: usage, Statuses: []store.StatusChange{{SessionID: a.ID, Status: "running"}}})
 	require.NoError(t, err)
+	require.Len(t, xs, 1)
+	x := xs[0]
 	assert.Equal(t, "running", x.Status)
+	_, _, total, err := s.UsageSummary(ctx, time.Time{}, 0)
+	require.NoError(t, err)
+	assert.Equal(t, int64(3), total.TokensIn)
 	got, err := s.GetSession(ctx, a.ID)
 	require.NoError(t, err)
 	assert.Equal(t, x, got, "the session returned is the one stored")
@@ -499,10 +506,12 @@ func TestStartRunPromptAndStatusTogether(t *testing.T) {
 	b, err := s.CreateSession(ctx, store.Session{Title: "b", Status: "idle"})
 	require.NoError(t, err)
 	mixed := []store.EventRow{{SessionID: b.ID, TurnID: "t", Kind: "user-prompt", Body: []byte(`{}`)}, {SessionID: "00000000-0000-0000-0000-000000000000", TurnID: "t", Kind: "user-prompt", Body: []byte(`{}`)}}
-	_, err = s.StartRun(ctx, b.ID, mixed)
+	_, err = s.FlushTranscript(ctx, store.TranscriptBatch{Rows: mixed, Statuses: []store.StatusChange{{SessionID: b.ID, Status: "running"}}})
 	assert.ErrorIs(t, err, store.ErrNotFound)
-	_, err = s.StartRun(ctx, "00000000-0000-0000-0000-000000000000", nil)
-	assert.ErrorIs(t, err, store.ErrNotFound)
+	// A status of a session that does not exist is skipped.
+	xs, err = s.FlushTranscript(ctx, store.TranscriptBatch{Statuses: []store.StatusChange{{SessionID: "00000000-0000-0000-0000-000000000000", Status: "running"}}})
+	assert.NoError(t, err)
+	assert.Empty(t, xs)
 	got, err = s.GetSession(ctx, b.ID)
 	require.NoError(t, err)
 	assert.Equal(t, "idle", got.Status)
@@ -510,12 +519,13 @@ func TestStartRunPromptAndStatusTogether(t *testing.T) {
 	require.NoError(t, err)
 	assert.Zero(t, n)
 	// The transcript writer's batch (one round trip) fails the same way, writing nothing.
-	assert.ErrorIs(t, s.FlushTranscript(ctx, mixed, nil, nil), store.ErrNotFound)
+	_, err = s.FlushTranscript(ctx, store.TranscriptBatch{Rows: mixed})
+	assert.ErrorIs(t, err, store.ErrNotFound)
 	n, err = s.CountEvents(ctx, b.ID)
 	require.NoError(t, err)
 	assert.Zero(t, n)
 
-	// Killed after StartRun: the next start's InterruptRunning ends the run.
+	// Killed after the prompt's flush: the next start's InterruptRunning ends the run.
 	ids, err := s.InterruptRunning(ctx, func(sid string) store.EventRow {
 		return store.EventRow{SessionID: sid, Kind: "error", Body: []byte(`{"kind":"error","message":"killed"}`)}
 	})
