@@ -707,11 +707,25 @@ const responsePrefix = `{"jsonrpc":"2.0","id":`
 // A nil or malformed id is written as null. Invalid UTF-8 that encoding/json passes through
 // (inside a json.RawMessage) is replaced by U+FFFD. The error is json.Marshal's.
 func EncodeResult(id ID, result any) ([]byte, error) {
-	b, err := Marshal(result)
-	if err != nil {
+	// The result is encoded in place after the frame's head, into a buffer sized for most
+	// answers: one allocation and no copy instead of the encoder's growing buffer copied into
+	// the frame (about a tenth of the server's allocations in a daemon.info round trip).
+	head := make([]byte, 0, 512)
+	head = append(head, responsePrefix...)
+	head = appendID(head, id)
+	head = append(head, `,"result":`...)
+	buf := bytes.NewBuffer(head)
+	enc := json.NewEncoder(buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(result); err != nil {
 		return nil, err
 	}
-	return appendResult(id, validUTF8(b)), nil
+	b := buf.Bytes()
+	b = b[:len(b)-1] // Encode adds a newline
+	if res := b[len(head):]; !utf8.Valid(res) {
+		return appendResult(id, validUTF8(res)), nil
+	}
+	return append(b, '}'), nil
 }
 
 // EncodeResultRaw is EncodeResult for an already-encoded result.

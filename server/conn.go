@@ -46,6 +46,18 @@ type conn struct {
 	closeErr error
 	wg       sync.WaitGroup
 
+	// The request the read loop runs inline (serve) and the watchdog that hands the read loop to
+	// a new goroutine when that request runs long (handOff). inlineGen numbers the inline
+	// requests, so a reader that was handed off knows it from the one that took over, and the
+	// watchdog a request it saw before; guarded by imu.
+	imu           sync.Mutex
+	inlineGen     uint64
+	inlineRunning bool
+	watchedGen    uint64      // inlineGen when the watchdog last looked
+	watching      bool        // the watchdog timer is armed
+	handoff       *time.Timer // the watchdog; nil until the first request after hello
+	helloTimer    *time.Timer
+
 	view atomic.Pointer[connView] // the session this connection shows (presence); nil: none, never declared
 }
 
@@ -81,23 +93,33 @@ func (s *Server) serveConn(ws *websocket.Conn, tok store.Token) {
 	c.ctx = context.WithValue(ctx, connKey{}, c)
 	ws.SetReadLimit(s.cfg.Limits.MaxMessageBytes)
 	s.track(c, true)
-	defer s.track(c, false)
 	c.log().Debug("connected")
 	c.pingTimer = time.AfterFunc(time.Hour, c.ping) // armed below, once c.pingTimer is set
 	c.pingTimer.Reset(s.cfg.Limits.PingInterval)
-	helloTimer := time.AfterFunc(s.cfg.Limits.HelloTimeout, func() {
+	c.helloTimer = time.AfterFunc(s.cfg.Limits.HelloTimeout, func() {
 		if !c.helloed.Load() {
 			c.close(websocket.StatusPolicyViolation, "no ipc.hello within the handshake timeout")
 		}
 	})
 	c.readLoop()
-	helloTimer.Stop()
+}
+
+// end tears the connection down once its read loop has ended; it runs on the goroutine that was
+// reading last (the read loop moves between goroutines: serve).
+func (c *conn) end() {
+	c.helloTimer.Stop()
 	c.pingTimer.Stop()
-	s.hub.remove(c)
-	cancel()
+	c.imu.Lock()
+	if c.handoff != nil {
+		c.handoff.Stop()
+	}
+	c.imu.Unlock()
+	c.srv.hub.remove(c)
+	c.cancel()
 	c.wg.Wait()
 	c.close(websocket.StatusNormalClosure, "")
 	c.writers.Wait() // no writer starts once the connection is closing
+	c.srv.track(c, false)
 	c.log().Debug("disconnected", "reason", c.closeErr)
 }
 
@@ -107,44 +129,61 @@ func (c *conn) log() *slog.Logger {
 	return c.srv.log.With("conn", c.id, "token", c.token.Name)
 }
 
-// readLoop reads frames until the connection ends. It reads with a context that close does not
-// cancel: coder/websocket tears the TCP connection down at once when a Read's context ends, which
-// would drop the close frame (1003, 1007, 1008, 1013) that close is writing. ws.Close ends the read
-// itself once the close handshake is done or times out.
+// readLoop reads frames until the connection ends, then ends it. It returns early, leaving the
+// connection to another goroutine's read loop, when a request it ran inline was handed off
+// (serve). It reads with a context that close does not cancel: coder/websocket tears the TCP
+// connection down at once when a Read's context ends, which would drop the close frame (1003,
+// 1007, 1008, 1013) that close is writing. ws.Close ends the read itself once the close handshake
+// is done or times out.
 func (c *conn) readLoop() {
 	for {
-		typ, data, err := c.ws.Read(context.Background())
-		if err != nil {
-			var ce websocket.CloseError
-			if errors.As(err, &ce) {
-				c.setCloseErr(err)
-				return
-			}
-			if websocket.CloseStatus(err) == -1 && errors.Is(err, context.Canceled) {
-				return
-			}
-			c.setCloseErr(err)
-			if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || errors.Is(err, io.ErrUnexpectedEOF) {
-				return // the peer went away
-			}
-			// A frame that breaks RFC 6455 (e.g. unmasked); coder/websocket has already closed
-			// with 1009 when the read limit was exceeded, and then this is a no-op.
-			c.close(websocket.StatusProtocolError, "protocol error")
+		data, ok := c.readFrame()
+		if !ok {
+			c.end()
 			return
 		}
-		if typ != websocket.MessageText {
-			c.close(websocket.StatusUnsupportedData, "binary frames are not accepted: send JSON-RPC as text frames")
+		if !c.handleFrame(data) {
 			return
 		}
-		if !utf8.Valid(data) {
-			c.close(websocket.StatusInvalidFramePayloadData, "text frame is not valid UTF-8")
-			return
-		}
-		c.handleFrame(data)
 	}
 }
 
-func (c *conn) handleFrame(data []byte) {
+// readFrame reads the next text frame; false when the connection ends (closing it when the frame
+// broke a rule).
+func (c *conn) readFrame() ([]byte, bool) {
+	typ, data, err := c.ws.Read(context.Background())
+	if err != nil {
+		var ce websocket.CloseError
+		if errors.As(err, &ce) {
+			c.setCloseErr(err)
+			return nil, false
+		}
+		if websocket.CloseStatus(err) == -1 && errors.Is(err, context.Canceled) {
+			return nil, false
+		}
+		c.setCloseErr(err)
+		if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return nil, false // the peer went away
+		}
+		// A frame that breaks RFC 6455 (e.g. unmasked); coder/websocket has already closed
+		// with 1009 when the read limit was exceeded, and then this is a no-op.
+		c.close(websocket.StatusProtocolError, "protocol error")
+		return nil, false
+	}
+	if typ != websocket.MessageText {
+		c.close(websocket.StatusUnsupportedData, "binary frames are not accepted: send JSON-RPC as text frames")
+		return nil, false
+	}
+	if !utf8.Valid(data) {
+		c.close(websocket.StatusInvalidFramePayloadData, "text frame is not valid UTF-8")
+		return nil, false
+	}
+	return data, true
+}
+
+// handleFrame runs one frame's requests and reports whether this goroutine still reads the
+// connection (serve).
+func (c *conn) handleFrame(data []byte) bool {
 	fr := protocol.DecodeFrame(data)
 	if !fr.Batch {
 		it := fr.Items[0]
@@ -152,26 +191,26 @@ func (c *conn) handleFrame(data []byte) {
 			if it.ErrID != nil { // nil: an invalid notification, never answered (field case B04)
 				c.send(protocol.EncodeError(it.ErrID, it.Err))
 			}
-			return
+			return true
 		}
 		req := it.Req
 		if isHello(req) && req.IsNotification() {
 			// A handshake nobody can read the answer of: ignored, never answered (B04, B12).
-			return
+			return true
 		}
 		if !c.helloed.Load() || isHello(req) || req.IsNotification() {
 			// Until the handshake completes, frames run strictly in arrival order (field case B12).
 			// Notifications always do: they have no answer to match, so their effects must follow
 			// the order they were sent in (a draft's keystrokes: the last one wins).
 			c.apart(func() { c.answer(req) })
-			return
+			return true
 		}
-		c.spawn(func() { c.answer(req) })
-		return
+		return c.serve(func() { c.answer(req) })
 	}
 	// A batch: members may run in any order; the answers go out as one array (JSON-RPC §6).
-	// Before the handshake it runs inline, so frames stay in arrival order (field case B12).
-	c.spawnOrRun(!c.helloed.Load(), func() {
+	// Before the handshake it runs apart and waited for, so frames stay in arrival order (field
+	// case B12).
+	return c.serveOrApart(!c.helloed.Load(), func() {
 		var out [][]byte
 		var after []func()
 		defer func() { runAfter(after) }()
@@ -210,13 +249,14 @@ func (c *conn) handleFrame(data []byte) {
 
 func isHello(r *protocol.Request) bool { return r.Method == protocol.MethodIPCHello }
 
-// spawnOrRun runs fn before the read loop goes on when inline is set (apart), else as spawn does.
-func (c *conn) spawnOrRun(inline bool, fn func()) {
-	if inline {
+// serveOrApart runs fn apart (waited for) when inOrder is set, else as serve does; it reports
+// whether this goroutine still reads the connection.
+func (c *conn) serveOrApart(inOrder bool, fn func()) bool {
+	if inOrder {
 		c.apart(fn)
-		return
+		return true
 	}
-	c.spawn(fn)
+	return c.serve(fn)
 }
 
 // apart runs fn on a goroutine of its own and waits for it: the read loop's order is kept, and
@@ -232,19 +272,86 @@ func (c *conn) apart(fn func()) {
 	<-done
 }
 
-// spawn runs fn with the connection's request concurrency bound; the read loop waits for a slot,
-// which is the backpressure on a client that floods requests.
-func (c *conn) spawn(fn func()) {
+// handoffDelay is the period of the watchdog that hands a long inline request's read loop to
+// another goroutine (serve): a request is handed off after running between one and two periods.
+// Go's poller sleeps in whole milliseconds, so a shorter period fires no sooner once the process
+// is idle.
+const handoffDelay = time.Millisecond
+
+// serve runs a request (fn) on the read loop's own goroutine, holding one of the connection's
+// request slots (Limits.ConcurrentRequests; the read loop waits for a free one, which is the
+// backpressure on a client that floods requests). It reports whether this goroutine still reads
+// the connection.
+//
+// Most requests end within microseconds, and then no goroutine is started or woken per request:
+// that handoff (a new goroutine growing its stack, another core woken to run it) doubled the
+// latency of a `$/ping` round trip (p50 43–67 µs against the raw echo's 18–19 µs, then 21 µs
+// against 20: the round-trip figures of docs/benchmarks.md). A request still running after
+// one to two handoffDelay (one that waits: on Postgres, a run, an approval) keeps this
+// goroutine, and a new goroutine takes over the read loop (handOff): later frames, a chat.cancel
+// for the waiting handler among them, are read at most that late, and requests still run
+// concurrently up to the bound. The order rules are unchanged: only requests after the handshake
+// come here, and they may always run in any order.
+//
+// The watchdog is a timer armed while the connection is busy, not per request: a timer armed a
+// millisecond ahead is the process's earliest, and arming it woke the network poller's thread
+// every request (a futex wake and a write(2)).
+func (c *conn) serve(fn func()) bool {
 	select {
 	case c.sem <- struct{}{}:
 	case <-c.ctx.Done():
-		return
+		return true
 	}
-	c.wg.Add(1)
-	go func() {
-		defer func() { <-c.sem; c.wg.Done() }()
-		fn()
-	}()
+	c.imu.Lock()
+	c.inlineGen++
+	gen := c.inlineGen
+	c.inlineRunning = true
+	if !c.watching {
+		c.watching = true
+		c.watchedGen = gen - 1
+		if c.handoff == nil { // made on first use: an idle connection that only said hello has none
+			c.handoff = time.AfterFunc(handoffDelay, c.handOff)
+		} else {
+			c.handoff.Reset(handoffDelay)
+		}
+	}
+	c.imu.Unlock()
+	fn()
+	<-c.sem
+	c.imu.Lock()
+	reader := c.inlineRunning && c.inlineGen == gen // else handOff ran: another goroutine reads
+	if reader {
+		c.inlineRunning = false
+	}
+	c.imu.Unlock()
+	if reader {
+		return true
+	}
+	c.wg.Done() // counted by handOff: the connection ends after this request
+	return false
+}
+
+// handOff is the watchdog of serve, every handoffDelay while the read loop runs requests: an
+// inline request it already saw running last time keeps its goroutine, and a new one takes over
+// the read loop. It stops once it finds no request ran since its last look.
+func (c *conn) handOff() {
+	c.imu.Lock()
+	seen := c.inlineGen == c.watchedGen
+	c.watchedGen = c.inlineGen
+	switch {
+	case seen && c.inlineRunning:
+		c.inlineRunning = false
+		c.watching = false // the next reader's first request arms it again
+		c.wg.Add(1)        // before the request can end: the reader's end waits for it
+		c.imu.Unlock()
+		go c.readLoop()
+		return
+	case seen:
+		c.watching = false // idle since the last look
+	default:
+		c.handoff.Reset(handoffDelay)
+	}
+	c.imu.Unlock()
 }
 
 // answer runs one request, queues its answer, then runs the request's afterAnswer hooks.
@@ -314,9 +421,8 @@ func (c *conn) call(req *protocol.Request, after *[]func()) (res any, err error)
 	if len(req.Params) > 0 && req.Params[0] == '[' {
 		return nil, protocol.NewInvalidParamsError("params must be an object.", &protocol.InvalidParamsErrorData{Pointer: ""})
 	}
-	ctx, cancel := context.WithTimeout(c.ctx, c.srv.cfg.Limits.RequestTimeout)
-	defer cancel()
-	ctx = context.WithValue(ctx, afterKey{}, after)
+	ctx := newReqCtx(c.ctx, c.srv.cfg.Limits.RequestTimeout, after)
+	defer ctx.end()
 	return protocol.Dispatch(ctx, c.srv.handlers, c.scope, req.Method, req.Params)
 }
 

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
@@ -44,7 +43,7 @@ func ms(t time.Time) int64 { return t.UnixMilli() }
 func (s *Server) daemonInfo() protocol.DaemonInfo {
 	return protocol.DaemonInfo{
 		ProtocolVersion: protocol.ProtocolVersion, MinProtocolVersion: protocol.MinProtocolVersion,
-		AppVersion: Version, PID: int64(os.Getpid()), StartedAt: ms(s.startedAt),
+		AppVersion: Version, PID: s.pid, StartedAt: ms(s.startedAt),
 		BuildID: protocol.SchemaHash[:12], CodeVersion: Version, HostID: s.hostID,
 		HostKind: protocol.HostKindServer, HostName: s.hostName,
 	}

@@ -13,7 +13,7 @@ import (
 	"github.com/zidane-server/zidane/server/store/storetest"
 )
 
-// BenchmarkPingInProcess: $/ping round trips against an in-process server, for CPU profiles of the
+// BenchmarkPingInProcess: $/ping and daemon.info round trips against an in-process server, for CPU profiles of the
 // request path (go test -run '^$' -bench PingInProcess -cpuprofile cpu.out ./server/); make bench
 // measures the real binary against its baseline.
 func BenchmarkPingInProcess(b *testing.B) {
@@ -48,9 +48,16 @@ func BenchmarkPingInProcess(b *testing.B) {
 		}
 	}
 	rt(`{"jsonrpc":"2.0","id":0,"method":"ipc.hello","params":{"protocolVersion":16,"appVersion":"bench"}}`)
-	for b.Loop() {
-		rt(`{"jsonrpc":"2.0","id":1,"method":"$/ping","params":{}}`)
-	}
+	b.Run("ping", func(b *testing.B) {
+		for b.Loop() {
+			rt(`{"jsonrpc":"2.0","id":1,"method":"$/ping","params":{}}`)
+		}
+	})
+	b.Run("daemon.info", func(b *testing.B) {
+		for b.Loop() {
+			rt(`{"jsonrpc":"2.0","id":2,"method":"daemon.info","params":{}}`)
+		}
+	})
 }
 
 // BenchmarkEchoInProcess is BenchmarkPingInProcess's floor: a raw coder/websocket echo.

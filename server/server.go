@@ -160,6 +160,7 @@ type Server struct {
 	hostID    string
 	epoch     string
 	startedAt time.Time
+	pid       int64 // os.Getpid, a system call each time it is asked
 	hostName  string
 	baseCtx   context.Context
 	stop      context.CancelFunc
@@ -232,7 +233,7 @@ func New(ctx context.Context, cfg Config, st *store.Store) (*Server, error) {
 	base, stop := context.WithCancel(context.Background())
 	s := &Server{
 		cfg: cfg, ws: ws, store: st, log: cfg.Logger, hostID: hostID, epoch: uuid.NewString(),
-		startedAt: time.Now(), hostName: hn, baseCtx: base, stop: stop, conns: map[*conn]struct{}{},
+		startedAt: time.Now(), pid: int64(os.Getpid()), hostName: hn, baseCtx: base, stop: stop, conns: map[*conn]struct{}{},
 	}
 	s.hub = newHub(s.epoch, cfg.Limits.Replay, int(cfg.Limits.MaxMessageBytes))
 	s.pairs = newPairLimiter()
