@@ -439,15 +439,13 @@ func (h chatHandler) Send(ctx context.Context, p *protocol.ChatSendParams) (*pro
 		return nil, agentErr(h.s.notFoundAfterCache(x.ID, hint, err))
 	}
 	if stored != nil {
-		// The run already streams; the answer waits for the prompt's commit (issue 10).
+		// The run already streams; the answer waits for the prompt's commit (issue 10). A
+		// write that fails refuses the run: its run:end says so, and nothing of it is kept.
 		wctx, cancel := context.WithTimeout(ctx, promptStoreWait)
 		err := stored(wctx)
 		cancel()
-		if errors.Is(err, store.ErrNotFound) {
-			return nil, agentErr(h.s.notFoundAfterCache(x.ID, hint, err))
-		}
 		if err != nil {
-			return nil, protocol.NewHandlerFailedError(fmt.Sprintf("Run %s started, but Postgres has not confirmed its prompt within %s (%v). The prompt stays queued and is written once Postgres answers: do not send it again; its run:end tells how the run ended.", runID, promptStoreWait, err))
+			return nil, agentErr(h.s.notFoundAfterCache(x.ID, hint, err))
 		}
 	}
 	if !x.TitleSet {

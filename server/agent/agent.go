@@ -129,8 +129,7 @@ type run struct {
 	streaming             bool                 // the provider still runs, so a cancel can stop it; Runtime.mu
 	queuedAt              time.Time            // when it was queued as a follow-up (queue.list)
 	promptEv              protocol.StreamEvent // its user-prompt event as sent, set by launch
-	stored                uint64               // the writer's ticket of its prompt (launch)
-	gone                  bool                 // its session was deleted before its prompt was written; Runtime.mu
+	start                 *runStart            // its prompt's write (launch)
 }
 
 // droppedRun is a run that ended before it started: a cancelled or interrupted follow-up, or one
@@ -208,14 +207,14 @@ func (r *Runtime) Start(ctx context.Context, x store.Session, prompt string, ori
 	r.wg.Add(1)
 	r.mu.Unlock()
 	r.launch(ctx, ru)
-	return ru.id, func(ctx context.Context) error { return r.writer.wait(ctx, ru.sessionID, ru.stored) }, nil
+	return ru.id, func(ctx context.Context) error { return r.writer.wait(ctx, ru.start) }, nil
 }
 
 // launch publishes run:start, the session's plans:snapshot and the prompt, queues the prompt with
 // the session's status "running" on the transcript writer, which writes them at once, and runs
 // the provider. Nothing on this path waits for Postgres (issue 10, "chat.send → run:start": the
 // prompt's commit costs a few ms with fsync, against tens of µs for a WebSocket round trip);
-// chat.send waits for the commit, and a session found deleted by it ends the run (watchStored).
+// chat.send waits for the commit, and a write that fails ends the run, refused (watchStart).
 // The session's conversation is read, when it is not in memory, by the run after run:start.
 func (r *Runtime) launch(ctx context.Context, ru *run) {
 	ru.promptEv = &protocol.UserPromptEvent{Text: ru.prompt, TurnID: uuid.NewString()}
@@ -230,25 +229,26 @@ func (r *Runtime) launch(ctx context.Context, ru *run) {
 	r.conv.add(ru.sessionID, ru.promptEv) // the model reads the prompt as sent
 	l := r.contentLock(ru.sessionID)      // the prompt is content: see Consistent
 	l.Lock()
-	ru.stored = r.writer.begin(ru.sessionID, prompt)
+	ru.start = r.writer.begin(ru.sessionID, prompt)
 	r.publish(&protocol.EventSignal{SessionID: ru.sessionID, RunID: ru.id, Event: prompt}, ru)
 	l.Unlock()
-	go r.watchStored(ru)
+	go r.watchStart(ru)
 	go r.execute(ru)
 }
 
-var errSessionGone = errors.New("The session was deleted before the prompt was stored; nothing of this run is kept.")
+// refusedMessage is the error event and run:end text of a run whose prompt's write failed.
+func refusedMessage(err error) string {
+	if errors.Is(err, store.ErrNotFound) {
+		return "The session was deleted before the prompt was stored; nothing of this run is kept."
+	}
+	return fmt.Sprintf("The prompt could not be stored (%v); nothing of this run is kept: send it again.", err)
+}
 
-// watchStored ends ru when its prompt's write finds the session deleted (behind the session
-// cache: sessions.delete refuses a session with a run). Other write failures leave the rows
-// queued for the writer's retries; the run goes on.
-func (r *Runtime) watchStored(ru *run) {
-	ctx, cancel := context.WithTimeout(ru.ctx, time.Minute)
-	defer cancel()
-	if err := r.writer.wait(ctx, ru.sessionID, ru.stored); errors.Is(err, store.ErrNotFound) {
-		r.mu.Lock()
-		ru.gone = true
-		r.mu.Unlock()
+// watchStart ends ru at once when its prompt's write fails (Postgres refused or is busy, or the
+// session was deleted behind the session cache): the run is refused and keeps nothing.
+func (r *Runtime) watchStart(ru *run) {
+	<-ru.start.done
+	if ru.start.err != nil {
 		ru.cancel()
 	}
 }
@@ -366,7 +366,8 @@ func (r *Runtime) contentLock(sessionID string) *sync.Mutex {
 // sessions.loadEvents and sessions.getTurns answer a $seq watermark (issue 7, item 10).
 //
 // The invariant: while fn runs, no event of the session is handed to the transcript writer or
-// signalled, and every event signalled before is in the store or in open. Because emit gives
+// signalled, and every event signalled before is in the store or in open, or belongs to a run that
+// was refused (its prompt's write failed: nothing of it is kept, and its run:end says so). Because emit gives
 // an event to the writer and publishes its signal (taking the next $seq) under the same lock,
 // a watermark W read inside fn (the hub's last $seq of the session) and a store.Mark read inside
 // fn delimit the same content: every event signal with $seq <= W is in the events before the
@@ -379,6 +380,9 @@ func (r *Runtime) Consistent(ctx context.Context, sessionID string, fn func(open
 	l := r.contentLock(sessionID)
 	l.Lock()
 	defer l.Unlock()
+	if err := r.writer.settle(ctx, sessionID); err != nil { // a run's start in flight holds its rows
+		return err
+	}
 	if err := r.writer.flush(ctx); err != nil {
 		return err
 	}
@@ -432,27 +436,22 @@ func (r *Runtime) execute(ru *run) {
 	}
 	r.mu.Lock()
 	ru.streaming = false
-	cancelled, gone := ru.cancelled, ru.gone
+	cancelled := ru.cancelled
 	r.mu.Unlock()
-	if !gone {
-		// A run faster than its prompt's write learns here whether the session was still there.
-		wctx, wcancel := context.WithTimeout(context.Background(), 10*time.Second)
-		gone = errors.Is(r.writer.wait(wctx, ru.sessionID, ru.stored), store.ErrNotFound)
-		wcancel()
-	}
-	if gone {
-		err = errSessionGone
-	}
-	if err == nil && cancelled {
-		err = context.Canceled // cancelled after the last piece: it still ends as cancelled
+	// A run faster than its prompt's write learns here whether it was written.
+	wctx, wcancel := context.WithTimeout(context.Background(), 15*time.Second)
+	refused := r.writer.wait(wctx, ru.start)
+	wcancel()
+	if refused != nil {
+		err = refused
 	}
 	end := &protocol.RunEndSignal{SessionID: ru.sessionID, RunID: ru.id, OK: err == nil}
 	status := "idle"
 	if err != nil {
 		msg := err.Error()
 		switch {
-		case gone:
-			msg = errSessionGone.Error()
+		case refused != nil:
+			msg = refusedMessage(refused)
 		case cancelled:
 			msg = "The run was cancelled."
 			end.Interrupted = ptr(true)
@@ -478,12 +477,15 @@ func (r *Runtime) execute(ru *run) {
 	// The transcript and the status go in one round trip; when that fails the status is
 	// written alone.
 	r.closeBlock(ru.sessionID)
-	x, serr := r.writer.flushStatus(fctx, ru.sessionID, status)
-	if serr != nil {
+	var x store.Session
+	var serr error
+	if refused != nil {
+		serr = refused // nothing of a refused run is written: the status stays as it was
+	} else if x, serr = r.writer.flushStatus(fctx, ru.sessionID, status); serr != nil {
 		r.log.Error("transcript flush failed", "session", ru.sessionID, "err", serr)
 		x, serr = r.st.SetStatus(fctx, ru.sessionID, status)
 	}
-	if serr != nil && !errors.Is(serr, store.ErrNotFound) {
+	if serr != nil && refused == nil && !errors.Is(serr, store.ErrNotFound) {
 		r.log.Error("session status", "session", ru.sessionID, "err", serr)
 	}
 	r.mu.Lock()
@@ -496,6 +498,7 @@ func (r *Runtime) execute(ru *run) {
 	if serr == nil {
 		r.rep.SessionChanged(x) // after run:end: the run's signals stay together
 	}
+	r.writer.end(ru.sessionID, ru.start)
 	r.advance(ru)
 	ru.cancel()
 	r.wg.Done()
@@ -516,6 +519,9 @@ func (r *Runtime) closeBlock(sessionID string) {
 // the prompt as sent even when the transcript holds a replacement (Runtime.fit).
 func (r *Runtime) loadConversation(ctx context.Context, sessionID string, prompt protocol.StreamEvent) error {
 	return r.conv.load(ctx, sessionID, func(ctx context.Context) ([]protocol.StreamEvent, error) {
+		if err := r.writer.settle(ctx, sessionID); err != nil {
+			return nil, err
+		}
 		if err := r.writer.flush(ctx); err != nil {
 			return nil, err
 		}

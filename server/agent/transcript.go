@@ -19,32 +19,41 @@ import (
 // checkpointed, so a crash loses at most that much of it (issue 8, "Crashes").
 const flushInterval = 100 * time.Millisecond
 
-// transcriptWriter merges streamed pieces into blocks and writes closed blocks, other events,
-// turn usage and session statuses in batches: one FlushTranscript call (one round trip) per flush
-// for every session. The block still streaming in a session is checkpointed in the same call
-// whenever it grew. A run's prompt is queued like any event and wakes the writer at once (begin);
-// chat.send waits for its commit (wait) while the run already streams (issue 10, "chat.send →
-// run:start").
+// transcriptWriter merges streamed pieces into blocks and writes closed blocks, other events and
+// turn usage in batches: one FlushTranscript call (one round trip) per flush for every session.
+// The block still streaming in a session is checkpointed in the same call whenever it grew. A
+// run's start (its prompt and the status "running") is written on its own, at once, while the run
+// already streams (begin; issue 10, "chat.send → run:start"); the session's later rows wait for
+// it, and are dropped if it fails.
 type transcriptWriter struct {
 	st     *store.Store
 	log    *slog.Logger
-	stored func(store.Session) // told of each queued status change once written (session:updated)
+	stored func(store.Session) // told of the session as stored by each run's start (session:updated)
 
-	mu       sync.Mutex
-	pending  []store.EventRow
-	usage    []store.TurnUsage
-	statuses map[string]string     // queued status changes, by session
-	open     map[string]*openBlock // by session
-	cleared  []string              // sessions whose checkpointed block closed since the last flush
-	queued   uint64                // queue operations so far (rows, usage, statuses)
-	written  uint64                // every queue operation up to this one is committed
-	wrote    chan struct{}         // closed (and replaced) by each flush that succeeds
-	lastErr  error                 // the last flush's error, nil once one succeeds
-	gone     map[string]bool       // sessions whose queued rows were dropped: deleted
-	flushMu  sync.Mutex            // one flush at a time keeps rows in order
-	kick     chan struct{}         // wakes the loop for a flush now
-	stop     chan struct{}
-	stopped  chan struct{}
+	mu      sync.Mutex
+	pending []queuedRow
+	usage   []store.TurnUsage
+	open    map[string]*openBlock // by session
+	cleared []string              // sessions whose checkpointed block closed since the last flush
+	seq     uint64                // rows queued so far
+	starts  map[string]*runStart  // by session: a run's start being written, or failed
+	flushMu sync.Mutex            // one flush at a time keeps rows in order
+	stop    chan struct{}
+	stopped chan struct{}
+}
+
+type queuedRow struct {
+	store.EventRow
+	seq uint64
+}
+
+// runStart is a run's start write (begin). Until it is written the session's rows stay queued;
+// once it failed, the session's rows are dropped until the run ends (end): the run is refused.
+type runStart struct {
+	seq    uint64        // the prompt row's
+	done   chan struct{} // closed once written or failed
+	err    error         // set before done closes
+	failed bool          // err != nil; guarded by mu
 }
 
 type openBlock struct {
@@ -54,11 +63,11 @@ type openBlock struct {
 	saved        bool // has a checkpoint row
 }
 
-// newTranscriptWriter starts a writer; stored is told of every queued status change once it is
-// written, in commit order.
+// newTranscriptWriter starts a writer; stored is told of the session as stored by each run's
+// start, in commit order.
 func newTranscriptWriter(st *store.Store, log *slog.Logger, stored func(store.Session)) *transcriptWriter {
-	w := &transcriptWriter{st: st, log: log, stored: stored, open: map[string]*openBlock{}, statuses: map[string]string{},
-		gone: map[string]bool{}, wrote: make(chan struct{}), kick: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{})}
+	w := &transcriptWriter{st: st, log: log, stored: stored, open: map[string]*openBlock{}, starts: map[string]*runStart{},
+		stop: make(chan struct{}), stopped: make(chan struct{})}
 	go w.loop()
 	return w
 }
@@ -72,7 +81,6 @@ func (w *transcriptWriter) loop() {
 		case <-w.stop:
 			return
 		case <-t.C:
-		case <-w.kick:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		if err := w.flush(ctx); err != nil {
@@ -87,6 +95,9 @@ func (w *transcriptWriter) loop() {
 func (w *transcriptWriter) add(sessionID string, ev protocol.StreamEvent) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if s := w.starts[sessionID]; s != nil && s.failed {
+		return // a refused run keeps nothing
+	}
 	if kind, turnID, text, ok := streamedPiece(ev); ok {
 		b := w.open[sessionID]
 		if b != nil && (b.kind != kind || b.turnID != turnID) {
@@ -176,29 +187,109 @@ func (w *transcriptWriter) row(sessionID string, ev protocol.StreamEvent) (store
 
 func (w *transcriptWriter) queue(sessionID string, ev protocol.StreamEvent) {
 	if r, ok := w.row(sessionID, ev); ok {
-		w.pending = append(w.pending, r)
-		w.queued++
+		w.seq++
+		w.pending = append(w.pending, queuedRow{r, w.seq})
 	}
 }
 
-// begin queues a run's prompt event after the session's queued rows, with the session's status
-// "running", and wakes the loop to write them now; it returns the ticket wait takes. The caller
-// publishes the prompt's signal meanwhile: the run does not wait for Postgres (issue 10). A
-// server killed after the write leaves the session "running", which InterruptRunning ends at the
-// next start; one killed before it loses a prompt whose chat.send was never answered.
-func (w *transcriptWriter) begin(sessionID string, prompt protocol.StreamEvent) uint64 {
+// begin queues a run's prompt event after the session's queued rows and writes them at once, with
+// the session's status "running", in one round trip (store.StartRun), on a goroutine of its own:
+// the caller publishes run:start and the prompt meanwhile, and the run streams. The session's later
+// rows wait for the write. A server killed after it leaves the session "running", which
+// InterruptRunning ends at the next start; one killed before it loses a prompt whose chat.send was
+// never answered. When it fails, nothing of the run is written (its rows are dropped until end) and
+// the session's earlier rows stay queued.
+func (w *transcriptWriter) begin(sessionID string, prompt protocol.StreamEvent) *runStart {
 	w.mu.Lock()
 	w.closeLocked(sessionID)
 	w.queue(sessionID, prompt)
-	w.statuses[sessionID] = "running"
-	w.queued++
-	t := w.queued
+	st := &runStart{seq: w.seq, done: make(chan struct{})}
+	w.starts[sessionID] = st
 	w.mu.Unlock()
-	select {
-	case w.kick <- struct{}{}:
-	default: // a flush is already due
+	go w.writeStart(sessionID, st)
+	return st
+}
+
+func (w *transcriptWriter) writeStart(sessionID string, st *runStart) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	w.flushMu.Lock() // a flush in progress may hold the session's earlier rows
+	defer w.flushMu.Unlock()
+	w.mu.Lock()
+	var rows []queuedRow
+	kept := w.pending[:0]
+	for _, r := range w.pending {
+		if r.SessionID == sessionID && r.seq <= st.seq {
+			rows = append(rows, r)
+		} else {
+			kept = append(kept, r)
+		}
 	}
-	return t
+	w.pending = kept
+	w.mu.Unlock()
+	evs := make([]store.EventRow, len(rows))
+	for i, r := range rows {
+		evs[i] = r.EventRow
+	}
+	x, err := w.st.StartRun(ctx, sessionID, evs)
+	w.mu.Lock()
+	if err != nil {
+		st.failed = true
+		kept := w.pending[:0]
+		for _, r := range w.pending {
+			if r.SessionID != sessionID { // the refused run's own rows go
+				kept = append(kept, r)
+			}
+		}
+		// The session's earlier rows (all but the prompt) stay queued, in their place.
+		w.pending = mergeBySeq(rows[:len(rows)-1], kept)
+		delete(w.open, sessionID)
+	} else {
+		delete(w.starts, sessionID)
+	}
+	st.err = err
+	close(st.done)
+	w.mu.Unlock()
+	if err == nil && w.stored != nil {
+		w.stored(x) // under flushMu: before any later status of the session
+	}
+}
+
+// wait blocks until the run's start is written; its error (store.ErrNotFound when the session is
+// gone) or ctx's.
+func (w *transcriptWriter) wait(ctx context.Context, st *runStart) error {
+	select {
+	case <-st.done:
+		return st.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// settle waits until no run's start of the session is being written: then everything signalled of
+// it is in the store after a flush, or was refused.
+func (w *transcriptWriter) settle(ctx context.Context, sessionID string) error {
+	w.mu.Lock()
+	st := w.starts[sessionID]
+	w.mu.Unlock()
+	if st == nil {
+		return nil
+	}
+	select {
+	case <-st.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// end forgets a refused run's start once its run ended: the session's rows are written again.
+func (w *transcriptWriter) end(sessionID string, st *runStart) {
+	w.mu.Lock()
+	if w.starts[sessionID] == st {
+		delete(w.starts, sessionID)
+	}
+	w.mu.Unlock()
 }
 
 // addUsage queues a model turn's usage row (written with the next flush, at the latest at the
@@ -210,35 +301,7 @@ func (w *transcriptWriter) addUsage(u store.TurnUsage) {
 	}
 	w.mu.Lock()
 	w.usage = append(w.usage, u)
-	w.queued++
 	w.mu.Unlock()
-}
-
-// wait blocks until everything queued up to ticket is committed. While Postgres fails the rows
-// stay queued and flushes retry; wait then ends with ctx, naming the last flush's error.
-// store.ErrNotFound when the session was deleted and its rows dropped.
-func (w *transcriptWriter) wait(ctx context.Context, sessionID string, ticket uint64) error {
-	for {
-		w.mu.Lock()
-		if w.written >= ticket {
-			gone := w.gone[sessionID]
-			w.mu.Unlock()
-			if gone {
-				return store.ErrNotFound
-			}
-			return nil
-		}
-		ch, last := w.wrote, w.lastErr
-		w.mu.Unlock()
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			if last != nil {
-				return fmt.Errorf("%w; the last write failed: %v", ctx.Err(), last)
-			}
-			return ctx.Err()
-		}
-	}
 }
 
 // forget drops what is queued for a session that was deleted.
@@ -246,8 +309,6 @@ func (w *transcriptWriter) forget(sessionID string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	delete(w.open, sessionID)
-	delete(w.statuses, sessionID)
-	w.markGoneLocked(sessionID)
 	kept := w.pending[:0]
 	for _, r := range w.pending {
 		if r.SessionID != sessionID {
@@ -267,18 +328,28 @@ func (w *transcriptWriter) flush(ctx context.Context) error {
 }
 
 // flushStatus is flush that also sets the status of session sessionID (unless ""), in the same
-// round trip (a run's end), and returns the session as stored. The other status changes it writes
-// are told to stored; the caller publishes its own.
+// round trip (a run's end), and returns the session as stored. The rows of a session whose run's
+// start is being written stay queued.
 func (w *transcriptWriter) flushStatus(ctx context.Context, sessionID, status string) (store.Session, error) {
 	w.flushMu.Lock()
 	defer w.flushMu.Unlock()
 	w.mu.Lock()
-	tb := store.TranscriptBatch{Rows: w.pending, Cleared: w.cleared, Usage: w.usage}
-	statuses, upto := w.statuses, w.queued
-	w.pending, w.cleared, w.usage, w.statuses = nil, nil, nil, map[string]string{}
+	var rows, held []queuedRow
+	for _, r := range w.pending {
+		if w.starts[r.SessionID] != nil {
+			held = append(held, r)
+		} else {
+			rows = append(rows, r)
+		}
+	}
+	tb := store.TranscriptBatch{Cleared: w.cleared, Usage: w.usage}
+	for _, r := range rows {
+		tb.Rows = append(tb.Rows, r.EventRow)
+	}
+	w.pending, w.cleared, w.usage = held, nil, nil
 	var grown []*openBlock
 	for sid, b := range w.open {
-		if b.dirty {
+		if b.dirty && w.starts[sid] == nil {
 			if r, ok := w.row(sid, blockEvent(b.kind, b.turnID, string(b.text))); ok {
 				tb.Open = append(tb.Open, r)
 				grown = append(grown, b)
@@ -287,88 +358,69 @@ func (w *transcriptWriter) flushStatus(ctx context.Context, sessionID, status st
 		}
 	}
 	w.mu.Unlock()
-	for sid, st := range statuses {
-		if sid != sessionID {
-			tb.Statuses = append(tb.Statuses, store.StatusChange{SessionID: sid, Status: st})
-		}
-	}
 	if sessionID != "" {
-		tb.Statuses = append(tb.Statuses, store.StatusChange{SessionID: sessionID, Status: status})
+		tb.Statuses = []store.StatusChange{{SessionID: sessionID, Status: status}}
 	}
 	xs, err := w.st.FlushTranscript(ctx, tb)
-	var dropped []string
 	if errors.Is(err, store.ErrNotFound) {
-		tb.Rows, dropped = w.withoutDeleted(ctx, tb.Rows)
+		rows = w.withoutDeleted(ctx, rows)
+		tb.Rows = tb.Rows[:0]
+		for _, r := range rows {
+			tb.Rows = append(tb.Rows, r.EventRow)
+		}
 		xs, err = w.st.FlushTranscript(ctx, tb)
 	}
 	w.mu.Lock()
+	defer w.mu.Unlock()
 	if err != nil {
-		w.pending = append(tb.Rows, w.pending...)
+		// Back in order: a row's place is its seq.
+		w.pending = mergeBySeq(rows, w.pending)
 		w.cleared = append(tb.Cleared, w.cleared...)
 		w.usage = append(tb.Usage, w.usage...)
-		for sid, st := range statuses {
-			if _, newer := w.statuses[sid]; !newer {
-				w.statuses[sid] = st
-			}
-		}
 		for _, b := range grown {
 			b.dirty = true
 		}
-		w.lastErr = err
-		w.mu.Unlock()
 		return store.Session{}, err
 	}
 	for _, b := range grown {
 		b.saved = true
 	}
-	for _, sid := range dropped {
-		w.markGoneLocked(sid)
+	if sessionID == "" {
+		return store.Session{}, nil
 	}
-	w.written, w.lastErr = upto, nil
-	close(w.wrote)
-	w.wrote = make(chan struct{})
-	w.mu.Unlock()
-	var mine store.Session
-	mineFound := false
-	for _, x := range xs {
-		if x.ID == sessionID {
-			mine, mineFound = x, true
-		} else if w.stored != nil {
-			w.stored(x) // under flushMu: in commit order
-		}
-	}
-	if sessionID != "" && !mineFound {
+	if len(xs) == 0 {
 		return store.Session{}, fmt.Errorf("flush transcript: session %s: %w", sessionID, store.ErrNotFound)
 	}
-	return mine, nil
+	return xs[0], nil
 }
 
-// markGoneLocked records that a session's queued rows were dropped (it was deleted), for wait.
-// The record is bounded: past 1024 sessions it starts over.
-func (w *transcriptWriter) markGoneLocked(sessionID string) {
-	if len(w.gone) >= 1024 {
-		clear(w.gone)
+// mergeBySeq merges two row lists each in seq order into one.
+func mergeBySeq(a, b []queuedRow) []queuedRow {
+	out := make([]queuedRow, 0, len(a)+len(b))
+	for len(a) > 0 && len(b) > 0 {
+		if a[0].seq < b[0].seq {
+			out, a = append(out, a[0]), a[1:]
+		} else {
+			out, b = append(out, b[0]), b[1:]
+		}
 	}
-	w.gone[sessionID] = true
+	return append(append(out, a...), b...)
 }
 
-// withoutDeleted drops the rows of sessions that no longer exist, and names those sessions.
-func (w *transcriptWriter) withoutDeleted(ctx context.Context, rows []store.EventRow) (kept []store.EventRow, dropped []string) {
+// withoutDeleted drops the rows of sessions that no longer exist.
+func (w *transcriptWriter) withoutDeleted(ctx context.Context, rows []queuedRow) []queuedRow {
 	gone := map[string]bool{}
-	kept = rows[:0:0]
+	kept := rows[:0:0]
 	for _, r := range rows {
 		if _, seen := gone[r.SessionID]; !seen {
 			_, err := w.st.GetSession(ctx, r.SessionID)
 			gone[r.SessionID] = errors.Is(err, store.ErrNotFound)
-			if gone[r.SessionID] {
-				dropped = append(dropped, r.SessionID)
-			}
 		}
 		if !gone[r.SessionID] {
 			kept = append(kept, r)
 		}
 	}
-	return kept, dropped
+	return kept
 }
 
 func (w *transcriptWriter) close() {

@@ -435,6 +435,48 @@ func (s *Store) updateSession(ctx context.Context, op, id, set string, arg any, 
 	return out, err
 }
 
+// StartRun writes a run's start (issue 10, "chat.send → run:start": the runtime publishes
+// run:start while it is in flight, and chat.send answers after it): it appends rows (the run's
+// prompt, after any rows of the session not written yet) and sets the session's status to
+// "running", in one implicit transaction sent as one batch, and returns the session as stored. A server killed right after it leaves the session "running",
+// which InterruptRunning ends at the next start (issue 8, "Crashes"). Errors as AppendEvents
+// (ErrNotFound for a session that does not exist; nothing is written then).
+func (s *Store) StartRun(ctx context.Context, sessionID string, rows []EventRow) (Session, error) {
+	u, err := parseID("start run", sessionID)
+	if err != nil {
+		return Session{}, err
+	}
+	sess, turns, kinds, bodies, err := eventArrays("start run", rows)
+	if err != nil {
+		return Session{}, err
+	}
+	var out Session
+	err = s.withConn(ctx, "start run", func(ctx context.Context, c *pgxpool.Conn) error {
+		// The statements of one batch run in one implicit transaction: the first error
+		// aborts the rest and nothing is written.
+		b := &pgx.Batch{}
+		if len(rows) > 0 {
+			b.Queue(`SELECT append_events($1, $2, $3, $4)`, sess, turns, kinds, bodies)
+		}
+		b.Queue(`UPDATE sessions SET status = 'running', updated_at = greatest(now(), updated_at) WHERE id = $1 RETURNING `+sessionCols, u)
+		br := c.SendBatch(ctx, b)
+		if len(rows) > 0 {
+			var n int // append_events raises unless it appended every row
+			if err := br.QueryRow().Scan(&n); err != nil {
+				br.Close()
+				return err
+			}
+		}
+		var err error
+		out, err = scanSession(br.QueryRow())
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
+		return err
+	})
+	return out, err
+}
+
 // SetStatus sets the session's status, bumps updated_at and returns the session as stored.
 // ErrNotFound if the session does not exist; ErrInvalidText for bad text.
 func (s *Store) SetStatus(ctx context.Context, id, status string) (Session, error) {

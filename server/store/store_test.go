@@ -473,10 +473,42 @@ func TestBusyAndUnavailable(t *testing.T) {
 	assert.ErrorIs(t, err, store.ErrUnavailable)
 }
 
-// FlushTranscript with a status (issue 10: a run's prompt and its status "running" in one
-// transaction, with usage rows); a missing session writes nothing; a server killed after it leaves
-// the session for InterruptRunning.
-func TestFlushTranscriptPromptAndStatusTogether(t *testing.T) {
+// FlushTranscript (issue 10): rows, usage rows and a run's end status in one transaction; the
+// session returned is the one stored; a status of a session that does not exist is skipped.
+func TestFlushTranscriptUsageAndStatus(t *testing.T) {
+	s, _, _ := openURL(t)
+	ctx := context.Background()
+	a, err := s.CreateSession(ctx, store.Session{Title: "a", Status: "running"})
+	require.NoError(t, err)
+	rows := []store.EventRow{{SessionID: a.ID, TurnID: "t1", Kind: "markdown", Body: []byte(`{"kind":"markdown","text":"done"}`)}}
+	usage := []store.TurnUsage{{SessionID: a.ID, RunID: "r", TurnID: "t1", ModelID: "m", Input: 3, Output: 4, Reported: true}}
+	missing := "00000000-0000-0000-0000-000000000000"
+	xs, err := s.FlushTranscript(ctx, store.TranscriptBatch{Rows: rows, Usage: usage,
+		Statuses: []store.StatusChange{{SessionID: a.ID, Status: "idle"}, {SessionID: missing, Status: "idle"}}})
+	require.NoError(t, err)
+	require.Len(t, xs, 1, "the missing session is skipped")
+	assert.Equal(t, "idle", xs[0].Status)
+	got, err := s.GetSession(ctx, a.ID)
+	require.NoError(t, err)
+	assert.Equal(t, xs[0], got, "the session returned is the one stored")
+	_, _, total, err := s.UsageSummary(ctx, time.Time{}, 0)
+	require.NoError(t, err)
+	assert.Equal(t, int64(3), total.TokensIn)
+	assert.Equal(t, int64(4), total.TokensOut)
+	n, err := s.CountEvents(ctx, a.ID)
+	require.NoError(t, err)
+	assert.Equal(t, 1, n)
+	// Bad text anywhere refuses the whole batch.
+	_, err = s.FlushTranscript(ctx, store.TranscriptBatch{Rows: rows, Usage: []store.TurnUsage{{SessionID: a.ID, ModelID: "m\x00"}}})
+	assert.ErrorIs(t, err, store.ErrInvalidText)
+	n, err = s.CountEvents(ctx, a.ID)
+	require.NoError(t, err)
+	assert.Equal(t, 1, n)
+}
+
+// StartRun (issue 10): the prompt and the status "running" in one transaction; a missing session
+// writes nothing; a server killed after it leaves the session for InterruptRunning.
+func TestStartRunPromptAndStatusTogether(t *testing.T) {
 	s, _, _ := openURL(t)
 	ctx := context.Background()
 	a, err := s.CreateSession(ctx, store.Session{Title: "a", Status: "idle"})
@@ -485,15 +517,9 @@ func TestFlushTranscriptPromptAndStatusTogether(t *testing.T) {
 		{SessionID: a.ID, TurnID: "t0", Kind: "markdown", Body: []byte(`{"kind":"markdown","text":"queued before"}`)},
 		{SessionID: a.ID, TurnID: "t1", Kind: "user-prompt", Body: []byte(`{"kind":"user-prompt","text":"hi","turnId":"t1"}`)},
 	}
-	usage := []store.TurnUsage{{SessionID: a.ID, RunID: "r", TurnID: "t1", ModelID: "m", Input: 3, Output: 4, Reported: true}}
-	xs, err := s.FlushTranscript(ctx, store.TranscriptBatch{Rows: rows, Usage: usage, Statuses: []store.StatusChange{{SessionID: a.ID, Status: "running"}}})
+	x, err := s.StartRun(ctx, a.ID, rows)
 	require.NoError(t, err)
-	require.Len(t, xs, 1)
-	x := xs[0]
 	assert.Equal(t, "running", x.Status)
-	_, _, total, err := s.UsageSummary(ctx, time.Time{}, 0)
-	require.NoError(t, err)
-	assert.Equal(t, int64(3), total.TokensIn)
 	got, err := s.GetSession(ctx, a.ID)
 	require.NoError(t, err)
 	assert.Equal(t, x, got, "the session returned is the one stored")
@@ -506,12 +532,10 @@ func TestFlushTranscriptPromptAndStatusTogether(t *testing.T) {
 	b, err := s.CreateSession(ctx, store.Session{Title: "b", Status: "idle"})
 	require.NoError(t, err)
 	mixed := []store.EventRow{{SessionID: b.ID, TurnID: "t", Kind: "user-prompt", Body: []byte(`{}`)}, {SessionID: "00000000-0000-0000-0000-000000000000", TurnID: "t", Kind: "user-prompt", Body: []byte(`{}`)}}
-	_, err = s.FlushTranscript(ctx, store.TranscriptBatch{Rows: mixed, Statuses: []store.StatusChange{{SessionID: b.ID, Status: "running"}}})
+	_, err = s.StartRun(ctx, b.ID, mixed)
 	assert.ErrorIs(t, err, store.ErrNotFound)
-	// A status of a session that does not exist is skipped.
-	xs, err = s.FlushTranscript(ctx, store.TranscriptBatch{Statuses: []store.StatusChange{{SessionID: "00000000-0000-0000-0000-000000000000", Status: "running"}}})
-	assert.NoError(t, err)
-	assert.Empty(t, xs)
+	_, err = s.StartRun(ctx, "00000000-0000-0000-0000-000000000000", nil)
+	assert.ErrorIs(t, err, store.ErrNotFound)
 	got, err = s.GetSession(ctx, b.ID)
 	require.NoError(t, err)
 	assert.Equal(t, "idle", got.Status)
@@ -525,7 +549,7 @@ func TestFlushTranscriptPromptAndStatusTogether(t *testing.T) {
 	require.NoError(t, err)
 	assert.Zero(t, n)
 
-	// Killed after the prompt's flush: the next start's InterruptRunning ends the run.
+	// Killed after StartRun: the next start's InterruptRunning ends the run.
 	ids, err := s.InterruptRunning(ctx, func(sid string) store.EventRow {
 		return store.EventRow{SessionID: sid, Kind: "error", Body: []byte(`{"kind":"error","message":"killed"}`)}
 	})
