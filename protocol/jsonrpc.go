@@ -714,6 +714,16 @@ func EncodeResult(id ID, result any) ([]byte, error) {
 	head = append(head, responsePrefix...)
 	head = appendID(head, id)
 	head = append(head, `,"result":`...)
+	if a, ok := result.(JSONAppender); ok {
+		b, err := a.AppendJSON(head)
+		if err != nil {
+			return nil, err
+		}
+		if res := b[len(head):]; !utf8.Valid(res) {
+			return appendResult(id, validUTF8(res)), nil
+		}
+		return append(b, '}'), nil
+	}
 	buf := bytes.NewBuffer(head)
 	enc := json.NewEncoder(buf)
 	enc.SetEscapeHTML(false)

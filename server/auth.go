@@ -71,8 +71,9 @@ func normalizeOrigin(u *url.URL) string {
 }
 
 // authenticate finds the token in Authorization: Bearer or in the subprotocol
-// zidane.bearer.<token> (offered beside "zidane"), and looks it up. It returns 401 for a
-// missing, unknown or conflicting token, and 503 when the database cannot answer.
+// zidane.bearer.<token> (offered beside "zidane"), and looks it up: in the token cache
+// (tokencache.go), else in the store. It returns 401 for a missing, unknown or conflicting
+// token, and 503 when the database cannot answer.
 func (s *Server) authenticate(r *http.Request) (store.Token, int) {
 	var header, proto string
 	if len(r.Header.Values("Authorization")) > 1 {
@@ -116,6 +117,11 @@ func (s *Server) authenticate(r *http.Request) (store.Token, int) {
 		// (field case B14 f), so refuse without a database round trip.
 		return store.Token{}, http.StatusUnauthorized
 	}
+	key, now := tokenKey(tok), time.Now()
+	if t, ok := s.tokens.get(key, now); ok {
+		return t, 0
+	}
+	gen := s.tokens.begin()
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 	defer cancel()
 	t, err := s.store.LookupToken(ctx, tok)
@@ -126,6 +132,7 @@ func (s *Server) authenticate(r *http.Request) (store.Token, int) {
 		s.log.Warn("token lookup failed", "err", err)
 		return store.Token{}, http.StatusServiceUnavailable
 	}
+	s.tokens.put(key, t, gen, now, s.cfg.TokenRecheck)
 	return t, 0
 }
 

@@ -24,7 +24,8 @@ import (
 type conn struct {
 	srv     *Server
 	ws      *websocket.Conn
-	id      int64 // the connection's number in logs
+	cork    *corkConn // ws's network connection (cork.go); nil when it is not one
+	id      int64     // the connection's number in logs
 	token   store.Token
 	scope   protocol.Scope
 	ctx     context.Context // cancelled when the connection ends: cancels its queries
@@ -78,11 +79,12 @@ func connFrom(ctx context.Context) *conn {
 	return c
 }
 
-func (s *Server) serveConn(ws *websocket.Conn, tok store.Token) {
+func (s *Server) serveConn(ws *websocket.Conn, tok store.Token, cork *corkConn) {
 	ctx, cancel := context.WithCancel(s.baseCtx)
 	c := &conn{
 		srv:    s,
 		ws:     ws,
+		cork:   cork,
 		token:  tok,
 		scope:  protocol.Scope(tok.Scope),
 		id:     s.connSeq.Add(1),
@@ -509,28 +511,42 @@ const maxWriteBatch = 64
 // the connection's write timer (reset per batch; when it fires the connection is torn down, which
 // ends the blocked write). The writes themselves carry no deadline: coder/websocket arms and
 // disarms a context.AfterFunc per frame for a context that has one, which cost about a tenth of
-// the server's CPU in the fan-out figure of docs/benchmarks.md. Callers never write concurrently
-// (c.writing).
+// the server's CPU in the fan-out figure of docs/benchmarks.md. A batch of several frames is
+// corked (cork.go): one write(2) for all of them. Callers never write concurrently (c.writing).
 func (c *conn) write(frames [][]byte) error {
 	if c.wtimer == nil {
 		c.wtimer = time.AfterFunc(c.srv.cfg.Limits.WriteTimeout, c.writeTimedOut)
 	} else {
 		c.wtimer.Reset(c.srv.cfg.Limits.WriteTimeout)
 	}
-	for _, f := range frames {
-		if c.isClosing() { // a batch stops too: the close frame follows the frame in flight
-			c.wtimer.Stop()
-			return nil
-		}
-		if err := c.ws.Write(context.Background(), websocket.MessageText, f); err != nil {
-			c.wtimer.Stop()
-			return err
+	corked := len(frames) > 1 && c.cork != nil
+	if corked {
+		c.cork.cork()
+	}
+	stopped, err := c.writeFrames(frames)
+	if corked {
+		if uerr := c.cork.uncork(); err == nil {
+			err = uerr
 		}
 	}
-	if !c.wtimer.Stop() {
+	if fired := !c.wtimer.Stop(); fired && err == nil && !stopped {
 		return errWriteTimeout
 	}
-	return nil
+	return err
+}
+
+// writeFrames writes frames until one fails or the connection is closing (stopped: the close
+// frame follows the frame in flight).
+func (c *conn) writeFrames(frames [][]byte) (stopped bool, err error) {
+	for _, f := range frames {
+		if c.isClosing() {
+			return true, nil
+		}
+		if err := c.ws.Write(context.Background(), websocket.MessageText, f); err != nil {
+			return false, err
+		}
+	}
+	return false, nil
 }
 
 var errWriteTimeout = errors.New("write timed out: the peer does not read")

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -379,7 +378,9 @@ func blockTurnID(ev protocol.StreamEvent) string {
 
 // Resume implements sessions.resume (seed "Reconnect and resume"; field case B19).
 func (h sessionsHandler) Resume(ctx context.Context, p *protocol.SessionsResumeParams) (*protocol.SessionsResumeResult, error) {
-	if _, err := h.s.getSession(ctx, p.SessionID, "List the sessions with sessions.list."); err != nil {
+	// Through the session cache: a reconnecting client resumes first thing, and a Postgres round
+	// trip here was part of the resume figure's connect cost (docs/benchmarks.md).
+	if _, err := h.s.cachedSession(ctx, p.SessionID, "List the sessions with sessions.list."); err != nil {
 		return nil, err
 	}
 	a := h.s.hub.replay(p.SessionID, p.Epoch, p.AfterSeq)
@@ -390,28 +391,18 @@ func (h sessionsHandler) Resume(ctx context.Context, p *protocol.SessionsResumeP
 		r := a.reason
 		return &protocol.SessionsResumeResult{OK: false, Reason: &r}, nil
 	}
-	// The log keeps each signal encoded: the answer splices those bytes in (UnknownSignal
-	// marshals its Raw verbatim) instead of decoding and re-encoding every signal — the resume
-	// figure of docs/benchmarks.md.
-	out := make([]protocol.ReplayedSignal, 0, len(a.signals))
-	for _, e := range a.signals {
-		out = append(out, protocol.ReplayedSignal{Seq: e.seq, Signal: &protocol.UnknownSignal{Kind: signalKind(e.signal), Raw: e.signal}})
+	// The log keeps each signal encoded: the answer splices those bytes in (UnknownSignal's Raw,
+	// written as is by SessionsResumeResult.AppendJSON) instead of decoding and re-encoding every
+	// signal — the resume figure of docs/benchmarks.md.
+	// Two allocations for the answer's structure, whatever its length: allocation (and the GC
+	// it drives) was a third of the server's CPU of a 2000-signal resume.
+	raw := make([]protocol.UnknownSignal, len(a.signals))
+	out := make([]protocol.ReplayedSignal, len(a.signals))
+	for i, e := range a.signals {
+		raw[i] = protocol.UnknownSignal{Kind: e.kind, Raw: e.signal}
+		out[i] = protocol.ReplayedSignal{Seq: e.seq, Signal: &raw[i]}
 	}
 	return &protocol.SessionsResumeResult{OK: true, Signals: out}, nil
-}
-
-// signalKind reads the kind of an encoded signal, whose first member is kind (protocol.Marshal
-// writes it first).
-func signalKind(b []byte) string {
-	const prefix = `{"kind":"`
-	if !bytes.HasPrefix(b, []byte(prefix)) {
-		return ""
-	}
-	rest := b[len(prefix):]
-	if i := bytes.IndexByte(rest, '"'); i >= 0 {
-		return string(rest[:i])
-	}
-	return ""
 }
 
 // promptStoreWait bounds how long chat.send waits for its prompt's commit.
@@ -518,8 +509,8 @@ func (h tokensHandler) List(ctx context.Context, _ *protocol.TokensListParams) (
 	return out, nil
 }
 
-// Revoke implements tokens.revoke; the running server closes the token's connections when the
-// revocation notice arrives.
+// Revoke implements tokens.revoke: this process refuses the token from the answer on (token
+// cache); it closes the token's connections when the revocation notice arrives.
 func (h tokensHandler) Revoke(ctx context.Context, p *protocol.TokensRevokeParams) (*protocol.TokenInfo, error) {
 	t, err := h.s.store.RevokeTokenBy(ctx, p.Name, actorOf(ctx))
 	if errors.Is(err, store.ErrNotFound) {
@@ -528,6 +519,7 @@ func (h tokensHandler) Revoke(ctx context.Context, p *protocol.TokensRevokeParam
 	if err != nil {
 		return nil, storeErr(err, "params/name")
 	}
+	h.s.tokens.drop(t.ID) // refused at once by this process, before the notice arrives
 	info := tokenInfo(t)
 	return &info, nil
 }

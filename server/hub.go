@@ -36,6 +36,7 @@ func (l *ReplayLimits) defaults() {
 
 type logEntry struct {
 	seq    int64
+	kind   string // the signal's kind (the schema's string: shared, not a copy)
 	signal []byte // the signal's JSON without $seq
 }
 
@@ -217,7 +218,7 @@ func (h *hub) publish(sig protocol.Signal, from *conn, watchKey string) (int64, 
 		seq = lg.lastSeq
 		h.tick++
 		lg.tick = h.tick
-		lg.entries = append(lg.entries, logEntry{seq: seq, signal: body})
+		lg.entries = append(lg.entries, logEntry{seq: seq, kind: spec.Kind, signal: body})
 		lg.bytes += len(body)
 		h.total += len(body)
 		h.trim(lg)

@@ -99,8 +99,9 @@ type Config struct {
 	// AllowedOrigins lists browser origins (scheme://host[:port]) allowed to connect; a request
 	// without Origin (a non-browser client) or from the server's own origin is always allowed.
 	AllowedOrigins []string
-	// TokenRecheck is how often open connections' tokens are checked against the database, in
-	// case a revocation NOTIFY was lost (field case B32); default 30 s.
+	// TokenRecheck is how often open connections' and cached tokens are checked against the
+	// database, in case a revocation NOTIFY was lost (field case B32), and how long a verified
+	// token stays in the token cache; default 30 s.
 	TokenRecheck time.Duration
 	// AllowedHosts lists extra Host names ("name" or "name:port") a request that arrives on a
 	// loopback address may carry, beside the loopback names (the DNS-rebinding defence,
@@ -199,6 +200,8 @@ type Server struct {
 	host    hostCache
 	// sessions caches chat.send's session lookups (sessioncache.go).
 	sessions sessionCache
+	// tokens caches the tokens the upgrade verified (tokencache.go).
+	tokens tokenCache
 }
 
 // compile-time check that the server implements every generated handler interface.
@@ -207,6 +210,9 @@ var _ protocol.Handlers = (*handlers)(nil)
 // New creates a server on an open store.
 func New(ctx context.Context, cfg Config, st *store.Store) (*Server, error) {
 	cfg.Limits.defaults()
+	if cfg.TokenRecheck <= 0 {
+		cfg.TokenRecheck = 30 * time.Second
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -369,18 +375,25 @@ func (s *Server) presenceSoon() {
 }
 
 // recheckTokens closes (1008) the connections whose token was revoked (or deleted) while no
-// notice arrived: run after every (re)LISTEN and every Config.TokenRecheck (field case B32).
+// notice arrived, and drops such tokens from the token cache: run after every (re)LISTEN and
+// every Config.TokenRecheck (field case B32).
 func (s *Server) recheckTokens() {
-	s.connsMu.Lock()
 	seen := map[string]bool{}
 	var ids []string
-	for c := range s.conns {
-		if !seen[c.token.ID] {
-			seen[c.token.ID] = true
-			ids = append(ids, c.token.ID)
+	add := func(id string) {
+		if !seen[id] {
+			seen[id] = true
+			ids = append(ids, id)
 		}
 	}
+	s.connsMu.Lock()
+	for c := range s.conns {
+		add(c.token.ID)
+	}
 	s.connsMu.Unlock()
+	for _, id := range s.tokens.ids() {
+		add(id)
+	}
 	ctx, cancel := context.WithTimeout(s.baseCtx, 10*time.Second)
 	defer cancel()
 	revoked, err := s.store.RevokedAmong(ctx, ids)
@@ -411,8 +424,10 @@ func (s *Server) recheckTokensEvery(d time.Duration) {
 	}
 }
 
-// closeTokenConns closes, with 1008, every connection authenticated by a revoked token.
+// closeTokenConns closes, with 1008, every connection authenticated by a revoked token, and
+// drops the token from the token cache.
 func (s *Server) closeTokenConns(tokenID string) {
+	s.tokens.drop(tokenID)
 	s.connsMu.Lock()
 	var hit []*conn
 	for c := range s.conns {
@@ -542,7 +557,8 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request) {
 		plainText(w, status, msg)
 		return
 	}
-	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{
+	cw := &corkingWriter{ResponseWriter: w}
+	ws, err := websocket.Accept(cw, r, &websocket.AcceptOptions{
 		Subprotocols:       []string{"zidane"},
 		InsecureSkipVerify: true, // the origin was checked above, exactly
 		CompressionMode:    websocket.CompressionDisabled,
@@ -553,7 +569,7 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request) {
 	// The connection is served on a goroutine of its own, with a fresh small stack: the HTTP
 	// handler's goroutine grew its stack through the upgrade (the token check) and would keep it
 	// as the idle reader's (the idle figure of docs/benchmarks.md).
-	go s.serveConn(ws, tok)
+	go s.serveConn(ws, tok, cw.conn)
 }
 
 // Shutdown closes every connection with 1001, waits for runs to end as interrupted (bounded by

@@ -13,7 +13,8 @@ const maxCachedSessions = 4096
 
 // sessionCache keeps the sessions chat.send starts runs in, so that its path to run:start makes no
 // Postgres round trip but the prompt's durable write (issue 10, "chat.send → run:start": a lookup
-// per prompt cost one round trip of three). One cache per server serves every connection.
+// per prompt cost one round trip of three), and those sessions.resume resumes (a reconnecting
+// client's first request). One cache per server serves every connection.
 //
 // It is kept correct by the server's session writes: every change of a session goes out as
 // session:updated through publishSession, which stores the new session here (rename, archive,
@@ -52,7 +53,7 @@ func (c *sessionCache) drop(id string) {
 	c.mu.Unlock()
 }
 
-// cachedSession is getSession through the session cache (chat.send's lookup).
+// cachedSession is getSession through the session cache (chat.send's and sessions.resume's lookup).
 func (s *Server) cachedSession(ctx context.Context, id, hint string) (store.Session, error) {
 	if x, ok := s.sessions.get(id); ok {
 		return x, nil

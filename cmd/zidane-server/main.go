@@ -334,7 +334,7 @@ func startCmd() *cobra.Command {
 	cmd.Flags().StringArrayVar(&origins, "allowed-origin", nil, "browser origin allowed to connect, scheme://host[:port] (repeatable; also $ZIDANE_SERVER_ALLOWED_ORIGINS, comma-separated)")
 	cmd.Flags().StringVar(&unixSocket, "unix-socket", "", "also serve the protocol on this unix socket (mode 0600)")
 	cmd.Flags().StringArrayVar(&allowedHosts, "allowed-host", nil, "extra Host name (name or name:port) accepted on a loopback listener, e.g. the public name a reverse proxy forwards (repeatable; see docs/security.md)")
-	cmd.Flags().DurationVar(&tokenRecheck, "token-recheck", 30*time.Second, "how often open connections' tokens are re-checked in the database, in case a revocation notice was lost")
+	cmd.Flags().DurationVar(&tokenRecheck, "token-recheck", 30*time.Second, "how often open connections' and cached tokens are re-checked in the database (in case a revocation notice was lost), and how long a verified token stays cached")
 	cmd.Flags().StringVar(&debugListen, "debug-listen", "", "serve GET /metrics without a token on this separate address (keep it private, e.g. 127.0.0.1:4381)")
 	cmd.Flags().StringVar(&tlsCert, "tls-cert", "", "PEM certificate (chain) file: serve https:// and wss:// directly (with --tls-key)")
 	cmd.Flags().StringVar(&tlsKey, "tls-key", "", "PEM private key file for --tls-cert")

@@ -322,9 +322,12 @@ func BenchmarkFigResume(b *testing.B) {
 	params := fmt.Sprintf(`{"sessionId":%q,"epoch":%q,"afterSeq":%d}`, sid, hello.SignalEpoch, last-resumeSignals)
 	size := len(probe.call(b, "sessions.resume", params)) + 40
 	b.Run("2000signals/server", func(b *testing.B) {
+		defer s.profile(b)() // BENCH_CPUPROFILE=file: the server's CPU profile of this case
 		for b.Loop() {
 			x := s.dial(b)
-			x.call(b, "sessions.resume", params)
+			if r := x.callHead(b, "sessions.resume", params); !bytes.Contains(r[:min(len(r), 64)], []byte(`"result":{"ok":true,"signals":[`)) {
+				b.Fatalf("resume: %.300s", r)
+			}
 			x.close()
 		}
 	})

@@ -1,0 +1,116 @@
+package server
+
+import (
+	"crypto/sha256"
+	"sync"
+	"time"
+
+	"github.com/zidane-server/zidane/server/store"
+)
+
+// maxCachedTokens bounds the token cache.
+const maxCachedTokens = 1024
+
+// tokenCache keeps the tokens authenticate verified in the store, so that a client that
+// connects again (a reconnect: connect, hello, sessions.resume) is not held up by a Postgres
+// round trip per connection; that round trip was most of what the resume figure spent beyond
+// writing the answer (docs/benchmarks.md).
+//
+// What it trusts, and for how long (docs/security.md, "Tokens"):
+//   - An entry is keyed by the SHA-256 of the presented token; the plaintext is not kept. Only a
+//     token the store verified enters; a refusal is never cached, so an unknown or mistyped
+//     token always asks the store and cannot fill the cache.
+//   - At most maxCachedTokens entries, each for at most ttl (Config.TokenRecheck, 30 s by
+//     default: no longer than an open connection's token goes unchecked). After that the next
+//     connect verifies in the store again, which also records last_used_at (LookupToken writes
+//     it at most once a minute, so it stays within ttl of what it was without the cache).
+//   - Revocation: tokens.revoke in this process drops the token before it answers, so this
+//     process refuses it at once; a revocation elsewhere (the operator's `token revoke`) drops
+//     it when its notice arrives, the moment the token's open connections are closed; the
+//     periodic re-check covers the cached tokens as it covers the open connections (a lost
+//     notice, field case B32). A lookup that was under way while a token was dropped is not
+//     cached (gen), so it cannot bring a revoked token back.
+type tokenCache struct {
+	mu  sync.Mutex
+	m   map[[sha256.Size]byte]cachedToken
+	gen uint64 // counts drops
+}
+
+type cachedToken struct {
+	tok   store.Token
+	until time.Time
+}
+
+func tokenKey(plaintext string) [sha256.Size]byte { return sha256.Sum256([]byte(plaintext)) }
+
+// get returns the cached token for key when it has not expired at now.
+func (c *tokenCache) get(key [sha256.Size]byte, now time.Time) (store.Token, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.m[key]
+	if !ok {
+		return store.Token{}, false
+	}
+	if !now.Before(e.until) {
+		delete(c.m, key)
+		return store.Token{}, false
+	}
+	return e.tok, true
+}
+
+// begin is called before a store lookup; put takes what it returns.
+func (c *tokenCache) begin() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.gen
+}
+
+// put caches a token the store verified in a lookup that began at gen, unless a token was
+// dropped since. A full cache sheds its expired entries, then an arbitrary one.
+func (c *tokenCache) put(key [sha256.Size]byte, tok store.Token, gen uint64, now time.Time, ttl time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if gen != c.gen {
+		return
+	}
+	if c.m == nil {
+		c.m = map[[sha256.Size]byte]cachedToken{}
+	}
+	if _, ok := c.m[key]; !ok && len(c.m) >= maxCachedTokens {
+		for k, e := range c.m {
+			if !now.Before(e.until) {
+				delete(c.m, k)
+			}
+		}
+		for k := range c.m {
+			if len(c.m) < maxCachedTokens {
+				break
+			}
+			delete(c.m, k)
+		}
+	}
+	c.m[key] = cachedToken{tok: tok, until: now.Add(ttl)}
+}
+
+// drop forgets the token with id tokenID (revoked), and makes lookups under way uncacheable.
+func (c *tokenCache) drop(tokenID string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.gen++
+	for k, e := range c.m {
+		if e.tok.ID == tokenID {
+			delete(c.m, k)
+		}
+	}
+}
+
+// ids returns the ids of the cached tokens, for the periodic re-check.
+func (c *tokenCache) ids() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]string, 0, len(c.m))
+	for _, e := range c.m {
+		out = append(out, e.tok.ID)
+	}
+	return out
+}
