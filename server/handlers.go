@@ -405,7 +405,11 @@ func (h sessionsHandler) Resume(ctx context.Context, p *protocol.SessionsResumeP
 	return &protocol.SessionsResumeResult{OK: true, Signals: out}, nil
 }
 
-// Send implements chat.send: it answers once the run starts.
+// promptStoreWait bounds how long chat.send waits for its prompt's commit.
+const promptStoreWait = 10 * time.Second
+
+// Send implements chat.send: it answers once the run started and its prompt is committed; the
+// run's run:start and prompt are published before the commit.
 func (h chatHandler) Send(ctx context.Context, p *protocol.ChatSendParams) (*protocol.ChatSendResult, error) {
 	const hint = "Create the session before sending a prompt."
 	x, err := h.s.cachedSession(ctx, p.SessionID, hint)
@@ -421,9 +425,19 @@ func (h chatHandler) Send(ctx context.Context, p *protocol.ChatSendParams) (*pro
 			return nil, err
 		}
 	}
-	runID, err := h.s.runs.Start(ctx, x, p.Prompt, originOf(connFrom(ctx)))
+	runID, stored, err := h.s.runs.Start(ctx, x, p.Prompt, originOf(connFrom(ctx)))
 	if err != nil {
 		return nil, agentErr(h.s.notFoundAfterCache(x.ID, hint, err))
+	}
+	if stored != nil {
+		// The run already streams; the answer waits for the prompt's commit (issue 10). A
+		// write that fails refuses the run: its run:end says so, and nothing of it is kept.
+		wctx, cancel := context.WithTimeout(ctx, promptStoreWait)
+		err := stored(wctx)
+		cancel()
+		if err != nil {
+			return nil, agentErr(h.s.notFoundAfterCache(x.ID, hint, err))
+		}
 	}
 	if !x.TitleSet {
 		h.s.titleFromPrompt(x.ID, p.Prompt)

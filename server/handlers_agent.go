@@ -192,6 +192,7 @@ func (h sessionsHandler) Delete(ctx context.Context, p *protocol.SessionsDeleteP
 		return nil, storeErr(err, "")
 	}
 	h.s.runs.Forget(p.SessionID)
+	h.s.tools.ForgetPlan(p.SessionID)
 	h.s.sessions.drop(p.SessionID)
 	h.s.dropViews(p.SessionID)
 	t := true

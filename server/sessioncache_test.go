@@ -12,8 +12,8 @@ import (
 
 // The session cache behind chat.send (issue 10) stays correct across connections and session
 // writes: a session renamed, archived or deleted from another connection, or deleted behind the
-// server's back, is seen by the next chat.send; a run's status is written with its prompt before
-// run:start, in one round trip.
+// server's back, is seen by the next chat.send; a run's status is written with its prompt, in one
+// round trip, before chat.send answers.
 func TestSessionCache_ChatSendSeesOtherConnectionsWrites(t *testing.T) {
 	e := newEnv(t, nil)
 	a, b := e.dial(), e.dial()
@@ -25,7 +25,7 @@ func TestSessionCache_ChatSendSeesOtherConnectionsWrites(t *testing.T) {
 	}
 	ctx := context.Background()
 
-	// A first run fills the cache; its status was durable at run:start (with the prompt).
+	// A first run fills the cache.
 	require.Nil(t, send()["error"])
 	sigs := a.runSignals(sid)
 	require.Equal(t, "run:start", firstKind(sigs, "run:"))
@@ -49,8 +49,9 @@ func TestSessionCache_ChatSendSeesOtherConnectionsWrites(t *testing.T) {
 	require.NotNil(t, m["error"], "chat.send on a deleted session: %v", m)
 	require.Contains(t, fmt.Sprint(m["error"]), "not found")
 
-	// Deleted behind the server's back (the cache still holds it): the run's durable write
-	// finds no session, the answer says not found, nothing was signalled, and the entry is gone.
+	// Deleted behind the server's back (the cache still holds it): run:start and the prompt go
+	// out before the prompt's write, which finds no session; the answer says not found, the
+	// run ends failed saying why, and the entry is gone.
 	sid = a.newSession()
 	require.Nil(t, send()["error"])
 	a.runSignals(sid)
@@ -62,6 +63,10 @@ func TestSessionCache_ChatSendSeesOtherConnectionsWrites(t *testing.T) {
 	require.True(t, strings.Contains(fmt.Sprint(m["error"]), "not found"), "%v", m)
 	_, ok = e.srv.sessions.get(sid)
 	require.False(t, ok)
+	sigs = a.runSignals(sid)
+	end := sigs[len(sigs)-1]
+	require.Contains(t, string(end.raw), `"ok":false`)
+	require.Contains(t, string(end.raw), "deleted before the prompt was stored")
 	a.expectNothing(200 * time.Millisecond)
 }
 

@@ -129,6 +129,7 @@ type run struct {
 	streaming             bool                 // the provider still runs, so a cancel can stop it; Runtime.mu
 	queuedAt              time.Time            // when it was queued as a follow-up (queue.list)
 	promptEv              protocol.StreamEvent // its user-prompt event as sent, set by launch
+	start                 *runStart            // its prompt's write (launch)
 }
 
 // droppedRun is a run that ended before it started: a cancelled or interrupted follow-up, or one
@@ -165,7 +166,7 @@ func New(cfg Config) (*Runtime, error) {
 	base, stop := context.WithCancel(context.Background())
 	return &Runtime{
 		cfg: cfg, st: cfg.Store, rep: cfg.Reporter, log: cfg.Logger,
-		writer: newTranscriptWriter(cfg.Store, cfg.Logger), conv: newConversations(),
+		writer: newTranscriptWriter(cfg.Store, cfg.Logger, cfg.Reporter.SessionChanged), conv: newConversations(),
 		models: cfg.Models, tools: cfg.Tools, slots: make(chan struct{}, cfg.Limits.MaxConcurrentRuns),
 		base: base, stop: stop,
 		active: map[string]*run{}, pending: map[string][]*run{}, dropped: map[string][]droppedRun{},
@@ -177,13 +178,14 @@ func (r *Runtime) Models() Models { return r.models }
 
 // Start begins a run of prompt in session x, or queues it behind the session's running one, and
 // returns its id (a UUID). A run that starts at once has its run:start and user-prompt event
-// published before Start returns. Errors: *Refusal (shutting down, the queue is full), or the
-// store's error when the session's status cannot be written (nothing was signalled then).
-func (r *Runtime) Start(ctx context.Context, x store.Session, prompt string, origin Origin) (string, error) {
+// published before Start returns, and stored waits until its prompt is committed to Postgres
+// (chat.send answers after it); stored is nil for a queued prompt, written when it starts.
+// Errors: *Refusal (shutting down, the queue is full).
+func (r *Runtime) Start(ctx context.Context, x store.Session, prompt string, origin Origin) (runID string, stored func(context.Context) error, err error) {
 	r.mu.Lock()
 	if r.closed || r.base.Err() != nil {
 		r.mu.Unlock()
-		return "", &Refusal{"The server is shutting down; send the prompt again once it is back."}
+		return "", nil, &Refusal{"The server is shutting down; send the prompt again once it is back."}
 	}
 	runCtx, cancel := context.WithCancel(r.base)
 	ru := &run{id: uuid.NewString(), sessionID: x.ID, prompt: prompt, session: x, origin: origin, ctx: runCtx, cancel: cancel}
@@ -191,106 +193,105 @@ func (r *Runtime) Start(ctx context.Context, x store.Session, prompt string, ori
 		if len(r.pending[x.ID]) >= MaxFollowUps {
 			r.mu.Unlock()
 			cancel()
-			return "", &Refusal{fmt.Sprintf("Session %q already has %d prompts waiting; wait for a run:end, then send again.", x.ID, MaxFollowUps)}
+			return "", nil, &Refusal{fmt.Sprintf("Session %q already has %d prompts waiting; wait for a run:end, then send again.", x.ID, MaxFollowUps)}
 		}
 		ru.queuedAt = time.Now()
 		r.pending[x.ID] = append(r.pending[x.ID], ru)
 		r.wg.Add(1)
 		r.mu.Unlock()
 		r.publishQueue(x.ID)
-		return ru.id, nil
+		return ru.id, nil, nil
 	}
 	r.active[x.ID] = ru
 	ru.streaming = true
 	r.wg.Add(1)
 	r.mu.Unlock()
-	if err := r.launch(ctx, ru); err != nil {
-		// Nothing of this run was signalled: the caller gets the error instead of a run.
-		r.advance(ru)
-		ru.cancel()
-		r.wg.Done()
-		return "", err
-	}
-	return ru.id, nil
+	r.launch(ctx, ru)
+	return ru.id, func(ctx context.Context) error { return r.writer.wait(ctx, ru.start) }, nil
 }
 
-// launch writes the run's prompt durably with the session's status "running" — the one Postgres
-// round trip before run:start (issue 10; a server killed after it leaves the session "running",
-// which Recover ends) — then publishes run:start and the prompt, and runs the provider. The
-// session's conversation is read, when it is not in memory, by the run after run:start. The write
-// does not follow the request's context: a client that drops right after chat.send must not leave
-// a session marked running with no run.
-func (r *Runtime) launch(ctx context.Context, ru *run) error {
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
+// launch publishes run:start, the session's plans:snapshot and the prompt, queues the prompt with
+// the session's status "running" on the transcript writer, which writes them at once, and runs
+// the provider. Nothing on this path waits for Postgres (issue 10, "chat.send → run:start": the
+// prompt's commit costs a few ms with fsync, against tens of µs for a WebSocket round trip);
+// chat.send waits for the commit, and a write that fails ends the run, refused (watchStart).
+// The session's conversation is read, when it is not in memory, by the run after run:start.
+func (r *Runtime) launch(ctx context.Context, ru *run) {
 	ru.promptEv = &protocol.UserPromptEvent{Text: ru.prompt, TurnID: uuid.NewString()}
 	prompt := r.fit(ru, ru.promptEv)
-	x, err := r.writer.startRun(wctx, ru.sessionID, prompt)
-	if err != nil {
-		return err
-	}
-	r.rep.SessionChanged(x) // status running, before the run's signals
 	r.publish(&protocol.RunStartSignal{SessionID: ru.sessionID, RunID: ru.id}, ru)
 	if rs, ok := r.tools.(RunStarter); ok {
-		rs.RunStarted(wctx, ru.sessionID, ru.id, ru.origin)
+		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		rs.RunStarted(pctx, ru.sessionID, ru.id, ru.origin)
+		cancel()
 	}
 	r.rep.RunningChanged()
 	r.conv.add(ru.sessionID, ru.promptEv) // the model reads the prompt as sent
+	l := r.contentLock(ru.sessionID)      // the prompt is content: see Consistent
+	l.Lock()
+	ru.start = r.writer.begin(ru.sessionID, prompt)
 	r.publish(&protocol.EventSignal{SessionID: ru.sessionID, RunID: ru.id, Event: prompt}, ru)
+	l.Unlock()
+	go r.watchStart(ru)
 	go r.execute(ru)
-	return nil
+}
+
+// refusedMessage is the error event and run:end text of a run whose prompt's write failed.
+func refusedMessage(err error) string {
+	if errors.Is(err, store.ErrNotFound) {
+		return "The session was deleted before the prompt was stored; nothing of this run is kept."
+	}
+	return fmt.Sprintf("The prompt could not be stored (%v); nothing of this run is kept: send it again.", err)
+}
+
+// watchStart ends ru at once when its prompt's write fails (Postgres refused or is busy, or the
+// session was deleted behind the session cache): the run is refused and keeps nothing.
+func (r *Runtime) watchStart(ru *run) {
+	<-ru.start.done
+	if ru.start.err != nil {
+		ru.cancel()
+	}
 }
 
 // advance hands the session on after ru (which published its run:end, or never started): it
 // signals the runs dropped meanwhile, then starts the oldest follow-up, if any and not shutting
-// down. A follow-up that cannot start is signalled as dropped with the reason.
+// down.
 func (r *Runtime) advance(ru *run) {
-	for ru != nil {
-		sid := ru.sessionID
-		var next *run
-		for {
-			// The dropped runs are signalled while ru still holds the session, so no new run's
-			// signals interleave with them; cancels may add more meanwhile.
-			r.mu.Lock()
-			dropped := r.dropped[sid]
-			delete(r.dropped, sid)
-			if len(dropped) == 0 {
-				if r.active[sid] == ru {
-					if q := r.pending[sid]; len(q) > 0 && r.base.Err() == nil && !r.closed {
-						next = q[0]
-						if len(q) == 1 {
-							delete(r.pending, sid)
-						} else {
-							r.pending[sid] = q[1:]
-						}
-						r.active[sid] = next
-						next.streaming = true
+	sid := ru.sessionID
+	var next *run
+	for {
+		// The dropped runs are signalled while ru still holds the session, so no new run's
+		// signals interleave with them; cancels may add more meanwhile.
+		r.mu.Lock()
+		dropped := r.dropped[sid]
+		delete(r.dropped, sid)
+		if len(dropped) == 0 {
+			if r.active[sid] == ru {
+				if q := r.pending[sid]; len(q) > 0 && r.base.Err() == nil && !r.closed {
+					next = q[0]
+					if len(q) == 1 {
+						delete(r.pending, sid)
 					} else {
-						delete(r.active, sid)
+						r.pending[sid] = q[1:]
 					}
+					r.active[sid] = next
+					next.streaming = true
+				} else {
+					delete(r.active, sid)
 				}
-				r.mu.Unlock()
-				break
 			}
 			r.mu.Unlock()
-			for _, d := range dropped {
-				r.bracket(d)
-			}
+			break
 		}
-		r.rep.RunningChanged()
-		if next == nil {
-			return
+		r.mu.Unlock()
+		for _, d := range dropped {
+			r.bracket(d)
 		}
+	}
+	r.rep.RunningChanged()
+	if next != nil {
 		r.publishQueue(sid)
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		err := r.launch(ctx, next)
-		cancel()
-		if err == nil {
-			return
-		}
-		r.log.Error("queued prompt could not start", "session", sid, "err", err)
-		r.bracket(droppedRun{ru: next, msg: "The queued prompt could not start: " + err.Error()})
-		ru = next
+		r.launch(context.Background(), next)
 	}
 }
 
@@ -365,7 +366,8 @@ func (r *Runtime) contentLock(sessionID string) *sync.Mutex {
 // sessions.loadEvents and sessions.getTurns answer a $seq watermark (issue 7, item 10).
 //
 // The invariant: while fn runs, no event of the session is handed to the transcript writer or
-// signalled, and every event signalled before is in the store or in open. Because emit gives
+// signalled, and every event signalled before is in the store or in open, or belongs to a run that
+// was refused (its prompt's write failed: nothing of it is kept, and its run:end says so). Because emit gives
 // an event to the writer and publishes its signal (taking the next $seq) under the same lock,
 // a watermark W read inside fn (the hub's last $seq of the session) and a store.Mark read inside
 // fn delimit the same content: every event signal with $seq <= W is in the events before the
@@ -378,6 +380,9 @@ func (r *Runtime) Consistent(ctx context.Context, sessionID string, fn func(open
 	l := r.contentLock(sessionID)
 	l.Lock()
 	defer l.Unlock()
+	if err := r.writer.settle(ctx, sessionID); err != nil { // a run's start in flight holds its rows
+		return err
+	}
 	if err := r.writer.flush(ctx); err != nil {
 		return err
 	}
@@ -433,14 +438,20 @@ func (r *Runtime) execute(ru *run) {
 	ru.streaming = false
 	cancelled := ru.cancelled
 	r.mu.Unlock()
-	if err == nil && cancelled {
-		err = context.Canceled // cancelled after the last piece: it still ends as cancelled
+	// A run faster than its prompt's write learns here whether it was written.
+	wctx, wcancel := context.WithTimeout(context.Background(), 15*time.Second)
+	refused := r.writer.wait(wctx, ru.start)
+	wcancel()
+	if refused != nil {
+		err = refused
 	}
 	end := &protocol.RunEndSignal{SessionID: ru.sessionID, RunID: ru.id, OK: err == nil}
 	status := "idle"
 	if err != nil {
 		msg := err.Error()
 		switch {
+		case refused != nil:
+			msg = refusedMessage(refused)
 		case cancelled:
 			msg = "The run was cancelled."
 			end.Interrupted = ptr(true)
@@ -466,12 +477,15 @@ func (r *Runtime) execute(ru *run) {
 	// The transcript and the status go in one round trip; when that fails the status is
 	// written alone.
 	r.closeBlock(ru.sessionID)
-	x, serr := r.writer.flushStatus(fctx, ru.sessionID, status)
-	if serr != nil {
+	var x store.Session
+	var serr error
+	if refused != nil {
+		serr = refused // nothing of a refused run is written: the status stays as it was
+	} else if x, serr = r.writer.flushStatus(fctx, ru.sessionID, status); serr != nil {
 		r.log.Error("transcript flush failed", "session", ru.sessionID, "err", serr)
 		x, serr = r.st.SetStatus(fctx, ru.sessionID, status)
 	}
-	if serr != nil && !errors.Is(serr, store.ErrNotFound) {
+	if serr != nil && refused == nil && !errors.Is(serr, store.ErrNotFound) {
 		r.log.Error("session status", "session", ru.sessionID, "err", serr)
 	}
 	r.mu.Lock()
@@ -484,6 +498,7 @@ func (r *Runtime) execute(ru *run) {
 	if serr == nil {
 		r.rep.SessionChanged(x) // after run:end: the run's signals stay together
 	}
+	r.writer.end(ru.sessionID, ru.start)
 	r.advance(ru)
 	ru.cancel()
 	r.wg.Done()
@@ -504,6 +519,9 @@ func (r *Runtime) closeBlock(sessionID string) {
 // the prompt as sent even when the transcript holds a replacement (Runtime.fit).
 func (r *Runtime) loadConversation(ctx context.Context, sessionID string, prompt protocol.StreamEvent) error {
 	return r.conv.load(ctx, sessionID, func(ctx context.Context) ([]protocol.StreamEvent, error) {
+		if err := r.writer.settle(ctx, sessionID); err != nil {
+			return nil, err
+		}
 		if err := r.writer.flush(ctx); err != nil {
 			return nil, err
 		}

@@ -219,14 +219,12 @@ func (r *Runtime) stopReason(ctx context.Context, ru *run) string {
 	}
 }
 
+// storeUsage queues a turn's usage row on the transcript writer: it is written with the next
+// flush, at the latest with the run's end, before its run:end (no round trip per turn: the
+// persistence figure of docs/benchmarks.md).
 func (r *Runtime) storeUsage(ru *run, turnID, modelID string, u provider.Usage) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	err := r.st.AddTurnUsage(ctx, store.TurnUsage{SessionID: ru.sessionID, RunID: ru.id, TurnID: turnID, ModelID: modelID,
-		Input: u.InputTokens, Output: u.OutputTokens, Reported: u.Reported})
-	if err != nil {
-		r.log.Error("turn usage not stored", "session", ru.sessionID, "run", ru.id, "err", err)
-	}
+	r.writer.addUsage(store.TurnUsage{SessionID: ru.sessionID, RunID: ru.id, TurnID: turnID, ModelID: modelID,
+		Input: u.InputTokens, Output: u.OutputTokens, Reported: u.Reported, At: time.Now()})
 }
 
 // summary completes a run summary: tokens per second of streaming (one decimal).

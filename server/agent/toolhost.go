@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -35,6 +37,70 @@ type ToolHost struct {
 	Reporter Reporter
 	// Logger logs; default slog.Default().
 	Logger *slog.Logger
+
+	plans planCache
+}
+
+// planCache keeps sessions' stored plans in memory: every run publishes its session's
+// plans:snapshot right after run:start, before its prompt, so a read there would put a Postgres
+// round trip on the chat.send → user-prompt path (issue 10). The ToolHost is the plans' only
+// writer (SetPlan writes through). Bounded: past maxCachedPlans it starts over.
+type planCache struct {
+	mu  sync.Mutex
+	m   map[string]cachedPlan
+	gen uint64 // bumped by every write: a read that raced one is not cached
+}
+
+type cachedPlan struct {
+	raw json.RawMessage // nil: the session has no plan
+	at  time.Time
+}
+
+const maxCachedPlans = 4096
+
+func (c *planCache) get(sessionID string) (cachedPlan, uint64, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p, ok := c.m[sessionID]
+	return p, c.gen, ok
+}
+
+// put caches p unless a write happened since gen was read (gen 0 with write: a write).
+func (c *planCache) put(sessionID string, p cachedPlan, gen uint64, write bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if write {
+		c.gen++
+	} else if gen != c.gen {
+		return
+	}
+	if c.m == nil || len(c.m) >= maxCachedPlans {
+		c.m = map[string]cachedPlan{}
+	}
+	c.m[sessionID] = p
+}
+
+// ForgetPlan drops a deleted session's cached plan.
+func (h *ToolHost) ForgetPlan(sessionID string) {
+	h.plans.mu.Lock()
+	delete(h.plans.m, sessionID)
+	h.plans.gen++
+	h.plans.mu.Unlock()
+}
+
+// storedPlanOf returns the session's stored plan (nil: none) and when it was written, from the
+// cache or, on a miss, from the store.
+func (h *ToolHost) storedPlanOf(ctx context.Context, sessionID string) (json.RawMessage, time.Time, error) {
+	p, gen, ok := h.plans.get(sessionID)
+	if ok {
+		return p.raw, p.at, nil
+	}
+	raw, at, err := h.Store.SessionPlan(ctx, sessionID)
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	h.plans.put(sessionID, cachedPlan{raw: raw, at: at}, gen, false)
+	return raw, at, nil
 }
 
 // HostCall is one tool call in its run.
@@ -252,7 +318,7 @@ type storedPlan struct {
 // SetPlan replaces the session's plan and publishes plans:snapshot (runID "" for none).
 func (h *ToolHost) SetPlan(ctx context.Context, sessionID, runID string, origin Origin, explanation string, steps []tools.PlanStep) error {
 	id := uuid.NewString()
-	if old, _, err := h.Store.SessionPlan(ctx, sessionID); err == nil && old != nil {
+	if old, _, err := h.storedPlanOf(ctx, sessionID); err == nil && old != nil {
 		var p storedPlan
 		if json.Unmarshal(old, &p) == nil && p.ID != "" {
 			id = p.ID
@@ -265,16 +331,19 @@ func (h *ToolHost) SetPlan(ctx context.Context, sessionID, runID string, origin 
 	if err != nil {
 		return err
 	}
-	if err := h.Store.SetSessionPlan(ctx, sessionID, b); err != nil {
+	at, err := h.Store.SetSessionPlan(ctx, sessionID, b)
+	if err != nil {
+		h.ForgetPlan(sessionID) // the stored plan is not known now
 		return err
 	}
+	h.plans.put(sessionID, cachedPlan{raw: b, at: at}, 0, true)
 	return h.PublishPlan(ctx, sessionID, runID, origin)
 }
 
 // PlanSnapshot returns the session's plans as plans.get answers them.
 func (h *ToolHost) PlanSnapshot(ctx context.Context, sessionID string) (protocol.PlanSnapshot, error) {
 	snap := protocol.PlanSnapshot{Plans: []protocol.Plan{}}
-	raw, at, err := h.Store.SessionPlan(ctx, sessionID)
+	raw, at, err := h.storedPlanOf(ctx, sessionID)
 	if err != nil || raw == nil {
 		return snap, err
 	}

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -17,20 +19,41 @@ import (
 // checkpointed, so a crash loses at most that much of it (issue 8, "Crashes").
 const flushInterval = 100 * time.Millisecond
 
-// transcriptWriter merges streamed pieces into blocks and writes closed blocks and other events in
-// batches: one FlushTranscript call per flush for every session. The block still streaming in a
-// session is checkpointed in the same call whenever it grew.
+// transcriptWriter merges streamed pieces into blocks and writes closed blocks, other events and
+// turn usage in batches: one FlushTranscript call (one round trip) per flush for every session.
+// The block still streaming in a session is checkpointed in the same call whenever it grew. A
+// run's start (its prompt and the status "running") is written on its own, at once, while the run
+// already streams (begin; issue 10, "chat.send → run:start"); the session's later rows wait for
+// it, and are dropped if it fails.
 type transcriptWriter struct {
-	st  *store.Store
-	log *slog.Logger
+	st     *store.Store
+	log    *slog.Logger
+	stored func(store.Session) // told of the session as stored by each run's start (session:updated)
 
 	mu      sync.Mutex
-	pending []store.EventRow
+	pending []queuedRow
+	usage   []store.TurnUsage
 	open    map[string]*openBlock // by session
 	cleared []string              // sessions whose checkpointed block closed since the last flush
+	seq     uint64                // rows queued so far
+	starts  map[string]*runStart  // by session: a run's start being written, or failed
 	flushMu sync.Mutex            // one flush at a time keeps rows in order
 	stop    chan struct{}
 	stopped chan struct{}
+}
+
+type queuedRow struct {
+	store.EventRow
+	seq uint64
+}
+
+// runStart is a run's start write (begin). Until it is written the session's rows stay queued;
+// once it failed, the session's rows are dropped until the run ends (end): the run is refused.
+type runStart struct {
+	seq    uint64        // the prompt row's
+	done   chan struct{} // closed once written or failed
+	err    error         // set before done closes
+	failed bool          // err != nil; guarded by mu
 }
 
 type openBlock struct {
@@ -40,8 +63,11 @@ type openBlock struct {
 	saved        bool // has a checkpoint row
 }
 
-func newTranscriptWriter(st *store.Store, log *slog.Logger) *transcriptWriter {
-	w := &transcriptWriter{st: st, log: log, open: map[string]*openBlock{}, stop: make(chan struct{}), stopped: make(chan struct{})}
+// newTranscriptWriter starts a writer; stored is told of the session as stored by each run's
+// start, in commit order.
+func newTranscriptWriter(st *store.Store, log *slog.Logger, stored func(store.Session)) *transcriptWriter {
+	w := &transcriptWriter{st: st, log: log, stored: stored, open: map[string]*openBlock{}, starts: map[string]*runStart{},
+		stop: make(chan struct{}), stopped: make(chan struct{})}
 	go w.loop()
 	return w
 }
@@ -55,12 +81,12 @@ func (w *transcriptWriter) loop() {
 		case <-w.stop:
 			return
 		case <-t.C:
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			if err := w.flush(ctx); err != nil {
-				w.log.Warn("transcript flush failed; will retry", "err", err)
-			}
-			cancel()
 		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if err := w.flush(ctx); err != nil {
+			w.log.Warn("transcript flush failed; will retry", "err", err)
+		}
+		cancel()
 	}
 }
 
@@ -69,6 +95,9 @@ func (w *transcriptWriter) loop() {
 func (w *transcriptWriter) add(sessionID string, ev protocol.StreamEvent) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if s := w.starts[sessionID]; s != nil && s.failed {
+		return // a refused run keeps nothing
+	}
 	if kind, turnID, text, ok := streamedPiece(ev); ok {
 		b := w.open[sessionID]
 		if b != nil && (b.kind != kind || b.turnID != turnID) {
@@ -158,41 +187,121 @@ func (w *transcriptWriter) row(sessionID string, ev protocol.StreamEvent) (store
 
 func (w *transcriptWriter) queue(sessionID string, ev protocol.StreamEvent) {
 	if r, ok := w.row(sessionID, ev); ok {
-		w.pending = append(w.pending, r)
+		w.seq++
+		w.pending = append(w.pending, queuedRow{r, w.seq})
 	}
 }
 
-// startRun writes a run's prompt event durably with the session's status "running" (the run's
-// one Postgres round trip before its run:start, store.StartRun), after the session's rows still
-// queued so the transcript keeps its order, and returns the session as stored. On error nothing of
-// it is written and the session's queued rows stay queued.
-func (w *transcriptWriter) startRun(ctx context.Context, sessionID string, prompt protocol.StreamEvent) (store.Session, error) {
-	row, ok := w.row(sessionID, prompt)
-	if !ok {
-		return store.Session{}, errors.New("the prompt could not be encoded")
-	}
-	w.flushMu.Lock() // a flush in progress may hold this session's earlier rows
-	defer w.flushMu.Unlock()
+// begin queues a run's prompt event after the session's queued rows and writes them at once, with
+// the session's status "running", in one round trip (store.StartRun), on a goroutine of its own:
+// the caller publishes run:start and the prompt meanwhile, and the run streams. The session's later
+// rows wait for the write. A server killed after it leaves the session "running", which
+// InterruptRunning ends at the next start; one killed before it loses a prompt whose chat.send was
+// never answered. When it fails, nothing of the run is written (its rows are dropped until end) and
+// the session's earlier rows stay queued.
+func (w *transcriptWriter) begin(sessionID string, prompt protocol.StreamEvent) *runStart {
 	w.mu.Lock()
 	w.closeLocked(sessionID)
-	var mine []store.EventRow
+	w.queue(sessionID, prompt)
+	st := &runStart{seq: w.seq, done: make(chan struct{})}
+	w.starts[sessionID] = st
+	w.mu.Unlock()
+	go w.writeStart(sessionID, st)
+	return st
+}
+
+func (w *transcriptWriter) writeStart(sessionID string, st *runStart) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	w.flushMu.Lock() // a flush in progress may hold the session's earlier rows
+	defer w.flushMu.Unlock()
+	w.mu.Lock()
+	var rows []queuedRow
 	kept := w.pending[:0]
 	for _, r := range w.pending {
-		if r.SessionID == sessionID {
-			mine = append(mine, r)
+		if r.SessionID == sessionID && r.seq <= st.seq {
+			rows = append(rows, r)
 		} else {
 			kept = append(kept, r)
 		}
 	}
 	w.pending = kept
 	w.mu.Unlock()
-	x, err := w.st.StartRun(ctx, sessionID, append(mine, row))
-	if err != nil && len(mine) > 0 {
-		w.mu.Lock()
-		w.pending = append(mine, w.pending...)
-		w.mu.Unlock()
+	evs := make([]store.EventRow, len(rows))
+	for i, r := range rows {
+		evs[i] = r.EventRow
 	}
-	return x, err
+	x, err := w.st.StartRun(ctx, sessionID, evs)
+	w.mu.Lock()
+	if err != nil {
+		st.failed = true
+		kept := w.pending[:0]
+		for _, r := range w.pending {
+			if r.SessionID != sessionID { // the refused run's own rows go
+				kept = append(kept, r)
+			}
+		}
+		// The session's earlier rows (all but the prompt) stay queued, in their place.
+		w.pending = mergeBySeq(rows[:len(rows)-1], kept)
+		delete(w.open, sessionID)
+	} else {
+		delete(w.starts, sessionID)
+	}
+	st.err = err
+	close(st.done)
+	w.mu.Unlock()
+	if err == nil && w.stored != nil {
+		w.stored(x) // under flushMu: before any later status of the session
+	}
+}
+
+// wait blocks until the run's start is written; its error (store.ErrNotFound when the session is
+// gone) or ctx's.
+func (w *transcriptWriter) wait(ctx context.Context, st *runStart) error {
+	select {
+	case <-st.done:
+		return st.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// settle waits until no run's start of the session is being written: then everything signalled of
+// it is in the store after a flush, or was refused.
+func (w *transcriptWriter) settle(ctx context.Context, sessionID string) error {
+	w.mu.Lock()
+	st := w.starts[sessionID]
+	w.mu.Unlock()
+	if st == nil {
+		return nil
+	}
+	select {
+	case <-st.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// end forgets a refused run's start once its run ended: the session's rows are written again.
+func (w *transcriptWriter) end(sessionID string, st *runStart) {
+	w.mu.Lock()
+	if w.starts[sessionID] == st {
+		delete(w.starts, sessionID)
+	}
+	w.mu.Unlock()
+}
+
+// addUsage queues a model turn's usage row (written with the next flush, at the latest at the
+// run's end, before its run:end).
+func (w *transcriptWriter) addUsage(u store.TurnUsage) {
+	// A batch the store refuses is retried whole: no text in it may be invalid.
+	for _, f := range []*string{&u.RunID, &u.TurnID, &u.ModelID} {
+		*f = strings.ToValidUTF8(strings.ReplaceAll(*f, "\x00", ""), "\uFFFD")
+	}
+	w.mu.Lock()
+	w.usage = append(w.usage, u)
+	w.mu.Unlock()
 }
 
 // forget drops what is queued for a session that was deleted.
@@ -209,63 +318,97 @@ func (w *transcriptWriter) forget(sessionID string) {
 	w.pending = kept
 }
 
-// flush writes every queued row and checkpoints every grown open block in one transaction. On
-// failure the rows stay queued, in order, and the blocks are checkpointed next time. A session
-// deleted meanwhile (its rows cannot be written) loses its queued rows, not the others'.
+// flush writes every queued row, usage row and status and checkpoints every grown open block, in
+// one round trip. On failure everything stays queued, in order, and the blocks are checkpointed
+// next time. A session deleted meanwhile (its rows cannot be written) loses its queued rows, not
+// the others'.
 func (w *transcriptWriter) flush(ctx context.Context) error {
 	_, err := w.flushStatus(ctx, "", "")
 	return err
 }
 
 // flushStatus is flush that also sets the status of session sessionID (unless ""), in the same
-// round trip (a run's end), and returns the session as stored.
+// round trip (a run's end), and returns the session as stored. The rows of a session whose run's
+// start is being written stay queued.
 func (w *transcriptWriter) flushStatus(ctx context.Context, sessionID, status string) (store.Session, error) {
 	w.flushMu.Lock()
 	defer w.flushMu.Unlock()
 	w.mu.Lock()
-	rows, cleared := w.pending, w.cleared
-	w.pending, w.cleared = nil, nil
-	var open []store.EventRow
+	var rows, held []queuedRow
+	for _, r := range w.pending {
+		if w.starts[r.SessionID] != nil {
+			held = append(held, r)
+		} else {
+			rows = append(rows, r)
+		}
+	}
+	tb := store.TranscriptBatch{Cleared: w.cleared, Usage: w.usage}
+	for _, r := range rows {
+		tb.Rows = append(tb.Rows, r.EventRow)
+	}
+	w.pending, w.cleared, w.usage = held, nil, nil
 	var grown []*openBlock
 	for sid, b := range w.open {
-		if b.dirty {
+		if b.dirty && w.starts[sid] == nil {
 			if r, ok := w.row(sid, blockEvent(b.kind, b.turnID, string(b.text))); ok {
-				open = append(open, r)
+				tb.Open = append(tb.Open, r)
 				grown = append(grown, b)
 				b.dirty = false
 			}
 		}
 	}
 	w.mu.Unlock()
-	write := func() (x store.Session, err error) {
-		if sessionID == "" {
-			return x, w.st.FlushTranscript(ctx, rows, open, cleared)
-		}
-		return w.st.FlushTranscriptStatus(ctx, rows, open, cleared, sessionID, status)
+	if sessionID != "" {
+		tb.Statuses = []store.StatusChange{{SessionID: sessionID, Status: status}}
 	}
-	x, err := write()
+	xs, err := w.st.FlushTranscript(ctx, tb)
 	if errors.Is(err, store.ErrNotFound) {
 		rows = w.withoutDeleted(ctx, rows)
-		x, err = write()
+		tb.Rows = tb.Rows[:0]
+		for _, r := range rows {
+			tb.Rows = append(tb.Rows, r.EventRow)
+		}
+		xs, err = w.st.FlushTranscript(ctx, tb)
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if err != nil {
-		w.pending = append(rows, w.pending...)
-		w.cleared = append(cleared, w.cleared...)
+		// Back in order: a row's place is its seq.
+		w.pending = mergeBySeq(rows, w.pending)
+		w.cleared = append(tb.Cleared, w.cleared...)
+		w.usage = append(tb.Usage, w.usage...)
 		for _, b := range grown {
 			b.dirty = true
 		}
-		return x, err
+		return store.Session{}, err
 	}
 	for _, b := range grown {
 		b.saved = true
 	}
-	return x, nil
+	if sessionID == "" {
+		return store.Session{}, nil
+	}
+	if len(xs) == 0 {
+		return store.Session{}, fmt.Errorf("flush transcript: session %s: %w", sessionID, store.ErrNotFound)
+	}
+	return xs[0], nil
+}
+
+// mergeBySeq merges two row lists each in seq order into one.
+func mergeBySeq(a, b []queuedRow) []queuedRow {
+	out := make([]queuedRow, 0, len(a)+len(b))
+	for len(a) > 0 && len(b) > 0 {
+		if a[0].seq < b[0].seq {
+			out, a = append(out, a[0]), a[1:]
+		} else {
+			out, b = append(out, b[0]), b[1:]
+		}
+	}
+	return append(append(out, a...), b...)
 }
 
 // withoutDeleted drops the rows of sessions that no longer exist.
-func (w *transcriptWriter) withoutDeleted(ctx context.Context, rows []store.EventRow) []store.EventRow {
+func (w *transcriptWriter) withoutDeleted(ctx context.Context, rows []queuedRow) []queuedRow {
 	gone := map[string]bool{}
 	kept := rows[:0:0]
 	for _, r := range rows {

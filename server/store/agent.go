@@ -14,67 +14,101 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// FlushTranscript writes one batch of the transcript writer in one transaction: rows are appended
-// (as AppendEvents), the open-block checkpoints of the sessions in cleared are deleted, and open
-// holds the new checkpoints (one per session: the streamed block not closed yet, as the event it
-// will become). Errors as AppendEvents; on error nothing is written.
-func (s *Store) FlushTranscript(ctx context.Context, rows, open []EventRow, cleared []string) error {
-	if len(rows) == 0 && len(open) == 0 && len(cleared) == 0 {
-		return nil
-	}
-	_, err := s.flushTranscript(ctx, rows, open, cleared, "", "")
-	return err
+// TranscriptBatch is one flush of the runtime's transcript writer, written by FlushTranscript in
+// one round trip and one transaction.
+type TranscriptBatch struct {
+	// Rows are appended in order (as AppendEvents).
+	Rows []EventRow
+	// Cleared are sessions whose open-block checkpoint is deleted (their block closed).
+	Cleared []string
+	// Open holds the new checkpoints, one per session: the streamed block not closed yet, as the
+	// event it will become. A session deleted meanwhile has its checkpoint skipped.
+	Open []EventRow
+	// Usage are model turns' usage rows (At defaults to now).
+	Usage []TurnUsage
+	// Statuses are session statuses set after the rows (a run's start: "running"; its end).
+	// A session deleted meanwhile is skipped.
+	Statuses []StatusChange
 }
 
-// FlushTranscriptStatus is FlushTranscript that also sets the session's status, in the same
-// round trip and transaction (a run's end: its transcript and its status "idle" together), and
-// returns the session as stored. ErrNotFound also when the session does not exist.
-func (s *Store) FlushTranscriptStatus(ctx context.Context, rows, open []EventRow, cleared []string, sessionID, status string) (Session, error) {
-	if err := checkText("status", status); err != nil {
-		return Session{}, fmt.Errorf("flush transcript: %w", err)
-	}
-	return s.flushTranscript(ctx, rows, open, cleared, sessionID, status)
+// StatusChange sets one session's status (TranscriptBatch.Statuses).
+type StatusChange struct{ SessionID, Status string }
+
+func (b TranscriptBatch) empty() bool {
+	return len(b.Rows) == 0 && len(b.Cleared) == 0 && len(b.Open) == 0 && len(b.Usage) == 0 && len(b.Statuses) == 0
 }
 
-func (s *Store) flushTranscript(ctx context.Context, rows, open []EventRow, cleared []string, sessionID, status string) (Session, error) {
-	var sid uuid.UUID
-	if sessionID != "" {
-		u, err := parseID("flush transcript", sessionID)
-		if err != nil {
-			return Session{}, err
-		}
-		sid = u
+// FlushTranscript writes one batch of the transcript writer: every statement goes in one pgx
+// batch, one round trip, which Postgres runs as one implicit transaction (issue 10: a run's prompt
+// and its status "running", its usage rows and its end reach Postgres without a round trip of their
+// own). It returns the sessions whose status it set, as stored. Errors as AppendEvents
+// (ErrNotFound when a row's session does not exist, ErrInvalidText); on error nothing is written.
+func (s *Store) FlushTranscript(ctx context.Context, tb TranscriptBatch) ([]Session, error) {
+	if tb.empty() {
+		return nil, nil
 	}
-	sess, turns, kinds, bodies, err := eventArrays("flush transcript", rows)
+	const op = "flush transcript"
+	sess, turns, kinds, bodies, err := eventArrays(op, tb.Rows)
 	if err != nil {
-		return Session{}, err
+		return nil, err
 	}
-	osess, oturns, okinds, obodies, err := eventArrays("flush transcript", open)
+	osess, oturns, okinds, obodies, err := eventArrays(op, tb.Open)
 	if err != nil {
-		return Session{}, err
+		return nil, err
 	}
-	var clear []uuid.UUID
-	for _, id := range cleared {
-		u, err := parseID("flush transcript", id)
+	clear, err := parseIDs(op, tb.Cleared)
+	if err != nil {
+		return nil, err
+	}
+	var stIDs []uuid.UUID
+	var stVals []string
+	for _, c := range tb.Statuses {
+		u, err := parseID(op, c.SessionID)
 		if err != nil {
-			return Session{}, err
+			return nil, err
 		}
-		clear = append(clear, u)
+		if err := checkText("status", c.Status); err != nil {
+			return nil, fmt.Errorf("%s: %w", op, err)
+		}
+		stIDs, stVals = append(stIDs, u), append(stVals, c.Status)
 	}
-	var out Session
-	err = s.withConn(ctx, "flush transcript", func(ctx context.Context, c *pgxpool.Conn) error {
+	var uSess []uuid.UUID
+	var uRun, uTurn, uModel []string
+	var uIn, uOut []int64
+	var uRep []bool
+	var uAt []time.Time
+	now := time.Now()
+	for _, u := range tb.Usage {
+		id, err := parseID(op, u.SessionID)
+		if err != nil {
+			return nil, err
+		}
+		for _, f := range []struct{ name, v string }{{"run_id", u.RunID}, {"turn_id", u.TurnID}, {"model_id", u.ModelID}} {
+			if err := checkText(f.name, f.v); err != nil {
+				return nil, fmt.Errorf("%s: %w", op, err)
+			}
+		}
+		at := u.At
+		if at.IsZero() {
+			at = now
+		}
+		uSess, uRun, uTurn, uModel = append(uSess, id), append(uRun, u.RunID), append(uTurn, u.TurnID), append(uModel, u.ModelID)
+		uIn, uOut, uRep, uAt = append(uIn, u.Input), append(uOut, u.Output), append(uRep, u.Reported), append(uAt, at)
+	}
+	var out []Session
+	err = s.withConn(ctx, op, func(ctx context.Context, c *pgxpool.Conn) error {
+		out = out[:0]
 		// One batch, one round trip: its statements run in one implicit transaction, and the
 		// first error aborts the rest (a transaction block cost a round trip per statement plus
 		// BEGIN and COMMIT — the fan-out figures of docs/benchmarks.md).
 		b := &pgx.Batch{}
-		if len(rows) > 0 {
+		if len(tb.Rows) > 0 {
 			b.Queue(`SELECT append_events($1, $2, $3, $4)`, sess, turns, kinds, bodies) // raises unless it appends every row
 		}
 		if len(clear) > 0 {
 			b.Queue(`DELETE FROM open_blocks WHERE session_id = ANY($1)`, clear)
 		}
-		if len(open) > 0 {
-			// A session deleted meanwhile has no row to refer to: its checkpoint is skipped.
+		if len(tb.Open) > 0 {
 			b.Queue(`
 				INSERT INTO open_blocks (session_id, turn_id, kind, body, updated_at)
 				SELECT o.s, o.t, o.k, o.b, now()
@@ -84,10 +118,16 @@ func (s *Store) flushTranscript(ctx context.Context, rows, open []EventRow, clea
 				   SET turn_id = excluded.turn_id, kind = excluded.kind, body = excluded.body, updated_at = now()`,
 				osess, oturns, okinds, obodies)
 		}
-		if sessionID == "" {
+		if len(uSess) > 0 {
+			b.Queue(`INSERT INTO turn_usage (session_id, run_id, turn_id, model_id, input, output, reported, created_at)
+				SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::bigint[], $7::boolean[], $8::timestamptz[])`,
+				uSess, uRun, uTurn, uModel, uIn, uOut, uRep, uAt)
+		}
+		if len(stIDs) == 0 {
 			return c.SendBatch(ctx, b).Close()
 		}
-		b.Queue(`UPDATE sessions SET status = $2, updated_at = greatest(now(), updated_at) WHERE id = $1 RETURNING `+sessionCols, sid, status)
+		b.Queue(`UPDATE sessions SET status = u.st, updated_at = greatest(now(), updated_at)
+			FROM unnest($1::uuid[], $2::text[]) AS u(uid, st) WHERE id = u.uid RETURNING `+sessionCols, stIDs, stVals)
 		br := c.SendBatch(ctx, b)
 		for range b.Len() - 1 {
 			if _, err := br.Exec(); err != nil {
@@ -95,14 +135,41 @@ func (s *Store) flushTranscript(ctx context.Context, rows, open []EventRow, clea
 				return err
 			}
 		}
-		var err error
-		out, err = scanSession(br.QueryRow())
+		rows, err := br.Query()
+		if err == nil {
+			for rows.Next() {
+				x, err := scanSession(rows)
+				if err != nil {
+					rows.Close()
+					br.Close()
+					return err
+				}
+				out = append(out, x)
+			}
+			rows.Close()
+			err = rows.Err()
+		}
 		if cerr := br.Close(); err == nil {
 			err = cerr
 		}
 		return err
 	})
-	return out, err
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func parseIDs(op string, ids []string) ([]uuid.UUID, error) {
+	var out []uuid.UUID
+	for _, id := range ids {
+		u, err := parseID(op, id)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, u)
+	}
+	return out, nil
 }
 
 func eventArrays(op string, rows []EventRow) (sess []uuid.UUID, turns, kinds, bodies []string, err error) {
@@ -368,10 +435,10 @@ func (s *Store) updateSession(ctx context.Context, op, id, set string, arg any, 
 	return out, err
 }
 
-// StartRun is a run's one Postgres round trip before its run:start (issue 10, "chat.send →
-// run:start"): it appends rows (the run's prompt, after any rows of the session not written yet)
-// and sets the session's status to "running", in one implicit transaction sent as one batch, and
-// returns the session as stored. A server killed right after it leaves the session "running",
+// StartRun writes a run's start (issue 10, "chat.send → run:start": the runtime publishes
+// run:start while it is in flight, and chat.send answers after it): it appends rows (the run's
+// prompt, after any rows of the session not written yet) and sets the session's status to
+// "running", in one implicit transaction sent as one batch, and returns the session as stored. A server killed right after it leaves the session "running",
 // which InterruptRunning ends at the next start (issue 8, "Crashes"). Errors as AppendEvents
 // (ErrNotFound for a session that does not exist; nothing is written then).
 func (s *Store) StartRun(ctx context.Context, sessionID string, rows []EventRow) (Session, error) {

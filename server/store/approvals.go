@@ -242,20 +242,23 @@ func (s *Store) SessionPlan(ctx context.Context, sessionID string) (json.RawMess
 	return plan, at, err
 }
 
-// SetSessionPlan replaces the session's plan (any JSON value). ErrNotFound when the session does
-// not exist.
-func (s *Store) SetSessionPlan(ctx context.Context, sessionID string, plan json.RawMessage) error {
+// SetSessionPlan replaces the session's plan (any JSON value) and returns when it was written.
+// ErrNotFound when the session does not exist.
+func (s *Store) SetSessionPlan(ctx context.Context, sessionID string, plan json.RawMessage) (time.Time, error) {
 	id, err := parseID("set session plan", sessionID)
 	if err != nil {
-		return err
+		return time.Time{}, err
 	}
-	return s.withConn(ctx, "set session plan", func(ctx context.Context, c *pgxpool.Conn) error {
-		tag, err := c.Exec(ctx, `
+	var at time.Time
+	err = s.withConn(ctx, "set session plan", func(ctx context.Context, c *pgxpool.Conn) error {
+		err := c.QueryRow(ctx, `
 			INSERT INTO session_plans (session_id, plan) SELECT id, $2 FROM sessions WHERE id = $1
-			ON CONFLICT (session_id) DO UPDATE SET plan = EXCLUDED.plan, updated_at = now()`, id, plan)
-		if err == nil && tag.RowsAffected() == 0 {
+			ON CONFLICT (session_id) DO UPDATE SET plan = EXCLUDED.plan, updated_at = now()
+			RETURNING updated_at`, id, plan).Scan(&at)
+		if errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("%w: session %q", ErrNotFound, sessionID)
 		}
 		return err
 	})
+	return at, err
 }

@@ -473,6 +473,39 @@ func TestBusyAndUnavailable(t *testing.T) {
 	assert.ErrorIs(t, err, store.ErrUnavailable)
 }
 
+// FlushTranscript (issue 10): rows, usage rows and a run's end status in one transaction; the
+// session returned is the one stored; a status of a session that does not exist is skipped.
+func TestFlushTranscriptUsageAndStatus(t *testing.T) {
+	s, _, _ := openURL(t)
+	ctx := context.Background()
+	a, err := s.CreateSession(ctx, store.Session{Title: "a", Status: "running"})
+	require.NoError(t, err)
+	rows := []store.EventRow{{SessionID: a.ID, TurnID: "t1", Kind: "markdown", Body: []byte(`{"kind":"markdown","text":"done"}`)}}
+	usage := []store.TurnUsage{{SessionID: a.ID, RunID: "r", TurnID: "t1", ModelID: "m", Input: 3, Output: 4, Reported: true}}
+	missing := "00000000-0000-0000-0000-000000000000"
+	xs, err := s.FlushTranscript(ctx, store.TranscriptBatch{Rows: rows, Usage: usage,
+		Statuses: []store.StatusChange{{SessionID: a.ID, Status: "idle"}, {SessionID: missing, Status: "idle"}}})
+	require.NoError(t, err)
+	require.Len(t, xs, 1, "the missing session is skipped")
+	assert.Equal(t, "idle", xs[0].Status)
+	got, err := s.GetSession(ctx, a.ID)
+	require.NoError(t, err)
+	assert.Equal(t, xs[0], got, "the session returned is the one stored")
+	_, _, total, err := s.UsageSummary(ctx, time.Time{}, 0)
+	require.NoError(t, err)
+	assert.Equal(t, int64(3), total.TokensIn)
+	assert.Equal(t, int64(4), total.TokensOut)
+	n, err := s.CountEvents(ctx, a.ID)
+	require.NoError(t, err)
+	assert.Equal(t, 1, n)
+	// Bad text anywhere refuses the whole batch.
+	_, err = s.FlushTranscript(ctx, store.TranscriptBatch{Rows: rows, Usage: []store.TurnUsage{{SessionID: a.ID, ModelID: "m\x00"}}})
+	assert.ErrorIs(t, err, store.ErrInvalidText)
+	n, err = s.CountEvents(ctx, a.ID)
+	require.NoError(t, err)
+	assert.Equal(t, 1, n)
+}
+
 // StartRun (issue 10): the prompt and the status "running" in one transaction; a missing session
 // writes nothing; a server killed after it leaves the session for InterruptRunning.
 func TestStartRunPromptAndStatusTogether(t *testing.T) {
@@ -510,7 +543,8 @@ func TestStartRunPromptAndStatusTogether(t *testing.T) {
 	require.NoError(t, err)
 	assert.Zero(t, n)
 	// The transcript writer's batch (one round trip) fails the same way, writing nothing.
-	assert.ErrorIs(t, s.FlushTranscript(ctx, mixed, nil, nil), store.ErrNotFound)
+	_, err = s.FlushTranscript(ctx, store.TranscriptBatch{Rows: mixed})
+	assert.ErrorIs(t, err, store.ErrNotFound)
 	n, err = s.CountEvents(ctx, b.ID)
 	require.NoError(t, err)
 	assert.Zero(t, n)
