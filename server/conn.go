@@ -239,7 +239,9 @@ func (c *conn) handleFrame(data []byte) bool {
 				}
 				continue
 			}
-			if resp := c.run(it.Req, &after); resp != nil {
+			resp, hooks := c.run(it.Req)
+			after = append(after, hooks...)
+			if resp != nil {
 				add(it.Req.ID, resp)
 			}
 		}
@@ -358,8 +360,8 @@ func (c *conn) handOff() {
 
 // answer runs one request, queues its answer, then runs the request's afterAnswer hooks.
 func (c *conn) answer(req *protocol.Request) {
-	var after []func()
-	if resp := c.run(req, &after); resp != nil {
+	resp, after := c.run(req)
+	if resp != nil {
 		c.send(resp)
 	}
 	runAfter(after)
@@ -384,48 +386,54 @@ func afterAnswer(ctx context.Context, fn func()) {
 	fn()
 }
 
-// run executes one request and returns the encoded answer, or nil for a notification. The
-// handler's afterAnswer hooks are appended to after.
-func (c *conn) run(req *protocol.Request, after *[]func()) []byte {
-	res, err := c.call(req, after)
+// run executes one request and returns the encoded answer, or nil for a notification, and the
+// handler's afterAnswer hooks.
+func (c *conn) run(req *protocol.Request) (frame []byte, after []func()) {
+	res, after, err := c.call(req)
 	c.srv.metrics.observe(req.Method, err)
 	if req.IsNotification() {
-		return nil
+		return nil, after
 	}
 	if err != nil {
-		return protocol.EncodeError(req.ID, toRPCError(err))
+		return protocol.EncodeError(req.ID, toRPCError(err)), after
 	}
 	b, merr := protocol.EncodeResult(req.ID, res)
 	if merr != nil {
 		c.log().Error("encode result", "method", req.Method, "err", merr)
-		return protocol.EncodeError(req.ID, protocol.NewInternalError("The server could not encode the result."))
+		return protocol.EncodeError(req.ID, protocol.NewInternalError("The server could not encode the result.")), after
 	}
 	if int64(len(b)) > c.srv.cfg.Limits.MaxMessageBytes {
-		return protocol.EncodeError(req.ID, protocol.NewResponseTooLargeError(fmt.Sprintf("The answer to %s is %d bytes, over the %d-byte message limit; ask for less (a smaller limit).", req.Method, len(b), c.srv.cfg.Limits.MaxMessageBytes)))
+		return protocol.EncodeError(req.ID, protocol.NewResponseTooLargeError(fmt.Sprintf("The answer to %s is %d bytes, over the %d-byte message limit; ask for less (a smaller limit).", req.Method, len(b), c.srv.cfg.Limits.MaxMessageBytes))), after
 	}
-	return b
+	return b, after
 }
 
-func (c *conn) call(req *protocol.Request, after *[]func()) (res any, err error) {
+// call runs the request's handler and returns its result or error and its afterAnswer hooks.
+func (c *conn) call(req *protocol.Request) (res any, after []func(), err error) {
+	var ctx *reqCtx
 	defer func() {
 		if r := recover(); r != nil {
 			c.log().Error("handler panic", "method", req.Method, "panic", r)
 			err = protocol.NewInternalError("The server failed while handling " + req.Method + ".")
+			if ctx != nil {
+				after = ctx.hooks
+			}
 		}
 	}()
 	if c.isClosing() {
-		return nil, protocol.NewHandlerFailedError("The connection is closing; reconnect.")
+		return nil, nil, protocol.NewHandlerFailedError("The connection is closing; reconnect.")
 	}
 	m := protocol.LookupMethod(req.Method)
 	if !c.helloed.Load() && (m == nil || m.Scope != protocol.ScopeNone) {
-		return nil, protocol.NewHandshakeRequiredError("")
+		return nil, nil, protocol.NewHandshakeRequiredError("")
 	}
 	if len(req.Params) > 0 && req.Params[0] == '[' {
-		return nil, protocol.NewInvalidParamsError("params must be an object.", &protocol.InvalidParamsErrorData{Pointer: ""})
+		return nil, nil, protocol.NewInvalidParamsError("params must be an object.", &protocol.InvalidParamsErrorData{Pointer: ""})
 	}
-	ctx := newReqCtx(c.ctx, c.srv.cfg.Limits.RequestTimeout, after)
+	ctx = newReqCtx(c.ctx, c.srv.cfg.Limits.RequestTimeout)
 	defer ctx.end()
-	return protocol.Dispatch(ctx, c.srv.handlers, c.scope, req.Method, req.Params)
+	res, err = protocol.Dispatch(ctx, c.srv.handlers, c.scope, req.Method, req.Params)
+	return res, ctx.hooks, err
 }
 
 func toRPCError(err error) *protocol.Error {

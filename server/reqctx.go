@@ -17,7 +17,7 @@ import (
 type reqCtx struct {
 	parent   context.Context // the connection's
 	deadline time.Time
-	after    *[]func()
+	hooks    []func()                 // afterAnswer's, read by the request's caller once it ends
 	timed    atomic.Pointer[armedCtx] // nil until Done; requestEnded once ended
 }
 
@@ -34,8 +34,8 @@ var requestEnded = func() *armedCtx {
 	return &armedCtx{ctx: ctx}
 }()
 
-func newReqCtx(parent context.Context, timeout time.Duration, after *[]func()) *reqCtx {
-	return &reqCtx{parent: parent, deadline: time.Now().Add(timeout), after: after}
+func newReqCtx(parent context.Context, timeout time.Duration) *reqCtx {
+	return &reqCtx{parent: parent, deadline: time.Now().Add(timeout)}
 }
 
 // arm returns the context that carries the deadline, making it on first use.
@@ -76,13 +76,18 @@ func (r *reqCtx) Err() error {
 	return nil
 }
 
-// Value answers the request's afterAnswer hooks and forwards every other key, to the armed
-// context while there is one (the standard library finds the cancelCtx behind Done that way).
+// Value answers the request's afterAnswer hooks (none once it ended: afterAnswer then runs a hook
+// at once) and forwards every other key, to the armed context while there is one (the standard
+// library finds the cancelCtx behind Done that way).
 func (r *reqCtx) Value(key any) any {
+	t := r.timed.Load()
 	if key == (afterKey{}) {
-		return r.after
+		if t == requestEnded {
+			return (*[]func())(nil)
+		}
+		return &r.hooks
 	}
-	if t := r.timed.Load(); t != nil && t != requestEnded {
+	if t != nil && t != requestEnded {
 		return t.ctx.Value(key)
 	}
 	return r.parent.Value(key)
