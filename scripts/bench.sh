@@ -16,6 +16,8 @@ go test -run '^$' -bench '^BenchmarkFig' -count "$count" -timeout 30m ./e2e/benc
 table=$(go run ./scripts/benchtable < "$raw")
 echo "$table"
 if [ "${BENCH_WRITE:-}" = "1" ]; then
+  # The accounts below the table (from its first "## " heading on) are written by hand: kept.
+  accounts=$(sed -n '/^## /,$p' docs/benchmarks.md 2>/dev/null || true)
   {
     echo "# Benchmarks"
     echo
@@ -25,6 +27,10 @@ if [ "${BENCH_WRITE:-}" = "1" ]; then
     echo "How each figure is measured: \`e2e/bench/figures_test.go\`, \`server/store/fig_bench_test.go\`, \`server/fig_bench_test.go\`."
     echo
     echo "$table"
+    if [ -n "$accounts" ]; then
+      echo
+      echo "$accounts"
+    fi
   } > docs/benchmarks.md
   echo "wrote docs/benchmarks.md" >&2
 fi

@@ -210,15 +210,26 @@ func (r *Runtime) Start(ctx context.Context, x store.Session, prompt string, ori
 	return ru.id, func(ctx context.Context) error { return r.writer.wait(ctx, ru.start) }, nil
 }
 
-// launch publishes run:start, the session's plans:snapshot and the prompt, queues the prompt with
-// the session's status "running" on the transcript writer, which writes them at once, and runs
-// the provider. Nothing on this path waits for Postgres (issue 10, "chat.send → run:start": the
-// prompt's commit costs a few ms with fsync, against tens of µs for a WebSocket round trip);
-// chat.send waits for the commit, and a write that fails ends the run, refused (watchStart).
-// The session's conversation is read, when it is not in memory, by the run after run:start.
+// launch publishes run:start, the session's plans:snapshot and the prompt, has the transcript
+// writer write the prompt with the session's status "running" at once, and runs the provider.
+// Nothing on this path waits for Postgres (issue 10, "chat.send → run:start": the prompt's commit
+// costs a few ms with fsync, against tens of µs for a WebSocket round trip); chat.send waits for
+// the commit, and a write that fails ends the run, refused. The session's conversation is read,
+// when it is not in memory, by the run after run:start.
+//
+// The goroutines start before the signals are published, and the run waits for ready: the
+// connection's writer, started by the first signal, is then the goroutine scheduled next when
+// chat.send's handler blocks on the commit (Go runs the newest goroutine first); started after
+// it, the run and the write went first and run:start left 0.4 ms later (the chat.send figure of
+// docs/benchmarks.md).
 func (r *Runtime) launch(ctx context.Context, ru *run) {
 	ru.promptEv = &protocol.UserPromptEvent{Text: ru.prompt, TurnID: uuid.NewString()}
 	prompt := r.fit(ru, ru.promptEv)
+	ready := make(chan struct{})
+	l := r.contentLock(ru.sessionID) // the prompt is content: see Consistent
+	l.Lock()
+	ru.start = r.writer.begin(ru.sessionID, prompt, ru.cancel)
+	go r.execute(ru, ready)
 	r.publish(&protocol.RunStartSignal{SessionID: ru.sessionID, RunID: ru.id}, ru)
 	if rs, ok := r.tools.(RunStarter); ok {
 		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
@@ -227,13 +238,9 @@ func (r *Runtime) launch(ctx context.Context, ru *run) {
 	}
 	r.rep.RunningChanged()
 	r.conv.add(ru.sessionID, ru.promptEv) // the model reads the prompt as sent
-	l := r.contentLock(ru.sessionID)      // the prompt is content: see Consistent
-	l.Lock()
-	ru.start = r.writer.begin(ru.sessionID, prompt)
 	r.publish(&protocol.EventSignal{SessionID: ru.sessionID, RunID: ru.id, Event: prompt}, ru)
 	l.Unlock()
-	go r.watchStart(ru)
-	go r.execute(ru)
+	close(ready)
 }
 
 // refusedMessage is the error event and run:end text of a run whose prompt's write failed.
@@ -242,15 +249,6 @@ func refusedMessage(err error) string {
 		return "The session was deleted before the prompt was stored; nothing of this run is kept."
 	}
 	return fmt.Sprintf("The prompt could not be stored (%v); nothing of this run is kept: send it again.", err)
-}
-
-// watchStart ends ru at once when its prompt's write fails (Postgres refused or is busy, or the
-// session was deleted behind the session cache): the run is refused and keeps nothing.
-func (r *Runtime) watchStart(ru *run) {
-	<-ru.start.done
-	if ru.start.err != nil {
-		ru.cancel()
-	}
 }
 
 // advance hands the session on after ru (which published its run:end, or never started): it
@@ -411,7 +409,8 @@ func (r *Runtime) Running() []string {
 	return ids
 }
 
-func (r *Runtime) execute(ru *run) {
+func (r *Runtime) execute(ru *run, ready <-chan struct{}) {
+	<-ready
 	started := time.Now()
 	ctx, cancelWall := context.WithTimeoutCause(ru.ctx, r.cfg.Limits.MaxWallTime, errWallTime)
 	defer cancelWall()

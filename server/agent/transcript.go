@@ -198,19 +198,20 @@ func (w *transcriptWriter) queue(sessionID string, ev protocol.StreamEvent) {
 // rows wait for the write. A server killed after it leaves the session "running", which
 // InterruptRunning ends at the next start; one killed before it loses a prompt whose chat.send was
 // never answered. When it fails, nothing of the run is written (its rows are dropped until end) and
-// the session's earlier rows stay queued.
-func (w *transcriptWriter) begin(sessionID string, prompt protocol.StreamEvent) *runStart {
+// the session's earlier rows stay queued, and failed is called (the runtime ends the run).
+func (w *transcriptWriter) begin(sessionID string, prompt protocol.StreamEvent, failed func()) *runStart {
 	w.mu.Lock()
 	w.closeLocked(sessionID)
 	w.queue(sessionID, prompt)
 	st := &runStart{seq: w.seq, done: make(chan struct{})}
 	w.starts[sessionID] = st
 	w.mu.Unlock()
-	go w.writeStart(sessionID, st)
+	go w.writeStart(sessionID, st, failed)
 	return st
 }
 
-func (w *transcriptWriter) writeStart(sessionID string, st *runStart) {
+// writeStart writes st; failed is called when the write fails (the run is refused).
+func (w *transcriptWriter) writeStart(sessionID string, st *runStart, failed func()) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	w.flushMu.Lock() // a flush in progress may hold the session's earlier rows
@@ -250,7 +251,9 @@ func (w *transcriptWriter) writeStart(sessionID string, st *runStart) {
 	st.err = err
 	close(st.done)
 	w.mu.Unlock()
-	if err == nil && w.stored != nil {
+	if err != nil {
+		failed()
+	} else if w.stored != nil {
 		w.stored(x) // under flushMu: before any later status of the session
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -151,4 +152,12 @@ func TestModels(t *testing.T) {
 	require.NoError(t, err)
 	b, _ := json.Marshal(ms)
 	assert.JSONEq(t, `[{"ID":"scripted/scripted","Provider":"scripted","Name":"scripted","ContextWindow":32768}]`, string(b))
+}
+
+func TestTokensCountsFields(t *testing.T) {
+	for _, s := range []string{"", " ", "a", " a  b ", "a\u00a0b\u2003c\td\ne", "héllo wörld", "\u3000x\u3000"} {
+		if got, want := tokens(s), int64(len(strings.Fields(s)))+1; got != want {
+			t.Errorf("tokens(%q) = %d, want %d", s, got, want)
+		}
+	}
 }
