@@ -2,11 +2,13 @@ package agent
 
 import (
 	"context"
+	"slices"
 	"sort"
 	"sync"
 	"time"
 
 	"github.com/zidane-server/zidane/protocol"
+	"github.com/zidane-server/zidane/server/agent/provider"
 )
 
 // maxCachedConversations bounds the conversations kept in memory; past it the least recently
@@ -28,6 +30,10 @@ type conversation struct {
 	openKind, openTurn string
 	openText           []byte
 	used               time.Time
+	// hist is historyPrefix(events[:histN]), where events[histN] is a user prompt (or histN is
+	// 0): a turn rebuilds only the history after it (history), not the whole session's.
+	hist  []provider.Message
+	histN int
 }
 
 // closeOpen moves the open block, if any, to events.
@@ -122,6 +128,37 @@ func (cs *conversations) snapshot(sessionID string) []protocol.StreamEvent {
 		out = append(out, blockEvent(c.openKind, c.openTurn, string(c.openText)))
 	}
 	return out
+}
+
+// history returns the session's provider history, historyFrom(snapshot(sessionID)), rebuilding
+// only what follows the last user prompt it had seen: a long session's every turn rebuilt it whole
+// (the fan-out figure's CPU profile of docs/benchmarks.md).
+func (cs *conversations) history(sessionID string) []provider.Message {
+	cs.mu.Lock()
+	c := cs.m[sessionID]
+	if c == nil {
+		cs.mu.Unlock()
+		return nil
+	}
+	c.used = time.Now()
+	k := len(c.events) - 1
+	for k > c.histN {
+		if _, ok := c.events[k].(*protocol.UserPromptEvent); ok {
+			break
+		}
+		k--
+	}
+	if k > c.histN {
+		c.hist = append(slices.Clip(c.hist), historyPrefix(c.events[c.histN:k])...)
+		c.histN = k
+	}
+	prefix := slices.Clip(c.hist)
+	tail := append(make([]protocol.StreamEvent, 0, len(c.events)-c.histN+1), c.events[c.histN:]...)
+	if c.openKind != "" {
+		tail = append(tail, blockEvent(c.openKind, c.openTurn, string(c.openText)))
+	}
+	cs.mu.Unlock()
+	return append(prefix, historyFrom(tail)...)
 }
 
 // forget drops a session's conversation (it was deleted).

@@ -26,6 +26,17 @@ const (
 //     anything, interrupted by a crash) is left out with its error, except the last one, which is
 //     the prompt being answered.
 func historyFrom(events []protocol.StreamEvent) []provider.Message {
+	return buildHistory(events, false)
+}
+
+// historyPrefix is historyFrom of the events before a user prompt: the last exchange ends as the
+// next prompt ends it, so historyPrefix(e[:k]) followed by historyFrom(e[k:]) is historyFrom(e)
+// when e[k] is a user prompt (conversations.history keeps it between turns).
+func historyPrefix(events []protocol.StreamEvent) []provider.Message {
+	return buildHistory(events, true)
+}
+
+func buildHistory(events []protocol.StreamEvent, prefix bool) []provider.Message {
 	var out []provider.Message
 	asst := -1      // index in out of the current assistant message
 	turn := ""      // its turnId
@@ -97,7 +108,11 @@ func historyFrom(events []protocol.StreamEvent) []provider.Message {
 			failed = true
 		}
 	}
-	closeCalls()
+	if prefix {
+		endExchange()
+	} else {
+		closeCalls()
+	}
 	return out
 }
 

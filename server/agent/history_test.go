@@ -1,7 +1,9 @@
 package agent
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -184,4 +186,46 @@ func TestAnswerReserve(t *testing.T) {
 	assert.Equal(t, 8192, answerTokens(200000, 8192, 50000), "at most the limit")
 	assert.Equal(t, 8192-3000, answerTokens(8192, 8192, 3000), "what the window leaves")
 	assert.Equal(t, 2048, answerTokens(8192, 8192, 8000), "never below the reserve")
+}
+
+// conversations.history rebuilds only what follows the last user prompt it saw; after every event
+// of a session mixing answered, failed, unanswered and streamed exchanges it equals historyFrom of
+// the whole transcript.
+func TestHistoryIncrementalEqualsWhole(t *testing.T) {
+	cs := newConversations()
+	require.NoError(t, cs.load(t.Context(), "s", func(context.Context) ([]protocol.StreamEvent, error) { return nil, nil }, func(string) bool { return true }))
+	isErr := true
+	var evs []protocol.StreamEvent
+	for i := range 40 {
+		turn := fmt.Sprintf("t%d", i)
+		call := fmt.Sprintf("c%d", i)
+		evs = append(evs, &protocol.UserPromptEvent{Text: fmt.Sprintf("prompt %d", i), TurnID: turn})
+		switch i % 5 {
+		case 0: // answered, with a tool call and its result
+			evs = append(evs,
+				&protocol.MarkdownEvent{Text: "let me look", Streaming: true, TurnID: turn},
+				&protocol.ToolEvent{Tool: "lookup", CallID: call, Input: json.RawMessage(`{"q":"x"}`), TurnID: turn},
+				&protocol.ToolResultEvent{Tool: "lookup", CallID: call, Text: "found"},
+				&protocol.MarkdownEvent{Text: "done", TurnID: turn + "b"})
+		case 1: // failed before any answer: dropped once the next prompt comes
+			evs = append(evs, &protocol.ErrorEvent{Message: "boom"})
+		case 2: // a call never answered
+			evs = append(evs, &protocol.ToolEvent{Tool: "lookup", CallID: call, Input: json.RawMessage(`not json`), TurnID: turn})
+		case 3: // an error result and an orphan result
+			evs = append(evs,
+				&protocol.ToolEvent{Tool: "exec", CallID: call, Input: json.RawMessage(`{}`), TurnID: turn},
+				&protocol.ToolResultEvent{Tool: "exec", CallID: call, Text: "denied", IsError: &isErr},
+				&protocol.ToolResultEvent{Tool: "exec", CallID: "nobody", Text: "orphan"})
+		case 4: // thinking and text, still streaming when the next prompt comes
+			evs = append(evs, &protocol.ThinkingEvent{Text: "hmm", Streaming: true, TurnID: turn},
+				&protocol.MarkdownEvent{Text: "partial", Streaming: true, TurnID: turn})
+		}
+	}
+	for i, ev := range evs {
+		cs.add("s", ev)
+		if i%3 == 0 {
+			cs.closeBlock("s")
+		}
+		require.Equal(t, historyFrom(cs.snapshot("s")), cs.history("s"), "after event %d", i)
+	}
 }

@@ -84,7 +84,7 @@ func (r *Runtime) runModel(ctx context.Context, ru *run) (protocol.RunSummary, s
 		if turn > lim.MaxTurns {
 			return r.summary(sum, streamed, unreported), lastTurn, &runError{fmt.Sprintf("The run stopped: it reached the limit of %d model turns per run (the operator's --max-turns).", lim.MaxTurns)}
 		}
-		msgs := historyFrom(r.conv.snapshot(ru.sessionID))
+		msgs := r.conv.history(ru.sessionID)
 		maxOut := lim.MaxOutputTokens
 		if w := model.ContextWindow; w > 0 {
 			reserve := answerReserve(w, lim.MaxOutputTokens)
