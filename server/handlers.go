@@ -405,8 +405,9 @@ func (h sessionsHandler) Resume(ctx context.Context, p *protocol.SessionsResumeP
 	return &protocol.SessionsResumeResult{OK: true, Signals: out}, nil
 }
 
-// promptStoreWait bounds how long chat.send waits for its prompt's commit.
-const promptStoreWait = 10 * time.Second
+// promptStoreWait is a backstop on how long chat.send waits for its prompt's write, which the
+// writer's own timeouts end sooner (agent.startWriteTimeout after an older write of the session).
+const promptStoreWait = time.Minute
 
 // Send implements chat.send: it answers once the run started and its prompt is committed; the
 // run's run:start and prompt are published before the commit.
@@ -432,7 +433,10 @@ func (h chatHandler) Send(ctx context.Context, p *protocol.ChatSendParams) (*pro
 	if stored != nil {
 		// The run already streams; the answer waits for the prompt's commit (issue 10). A
 		// write that fails refuses the run: its run:end says so, and nothing of it is kept.
-		wctx, cancel := context.WithTimeout(ctx, promptStoreWait)
+		// The answer is the write's outcome, whatever the request timeout: an error answered
+		// for a prompt that is then kept would have the client send it twice. The writer's
+		// own timeouts bound the wait; promptStoreWait is a backstop.
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), promptStoreWait)
 		err := stored(wctx)
 		cancel()
 		if err != nil {

@@ -421,8 +421,8 @@ func (r *Runtime) execute(ru *run, ready <-chan struct{}) {
 	// The conversation, when not in memory, is read after run:start, off the chat.send →
 	// run:start path. Its writes do not follow the run's context: a flush cancelled after its
 	// commit would queue its rows again.
-	lctx, lcancel := context.WithTimeout(context.Background(), 10*time.Second)
-	err = r.loadConversation(lctx, ru.sessionID, ru.promptEv)
+	lctx, lcancel := context.WithTimeout(context.Background(), time.Minute) // bounded by the store's timeouts
+	err = r.loadConversation(lctx, ru.sessionID, ru.promptEv, ru.start)
 	lcancel()
 	if err == nil {
 		select {
@@ -437,8 +437,9 @@ func (r *Runtime) execute(ru *run, ready <-chan struct{}) {
 	ru.streaming = false
 	cancelled := ru.cancelled
 	r.mu.Unlock()
-	// A run faster than its prompt's write learns here whether it was written.
-	wctx, wcancel := context.WithTimeout(context.Background(), 15*time.Second)
+	// A run faster than its prompt's write learns here whether it was written: the write's own
+	// timeouts bound the wait (startWriteTimeout after an older flush of the session).
+	wctx, wcancel := context.WithTimeout(context.Background(), time.Minute)
 	refused := r.writer.wait(wctx, ru.start)
 	wcancel()
 	if refused != nil {
@@ -498,6 +499,9 @@ func (r *Runtime) execute(ru *run, ready <-chan struct{}) {
 		r.rep.SessionChanged(x) // after run:end: the run's signals stay together
 	}
 	r.writer.end(ru.sessionID, ru.start)
+	if refused != nil {
+		r.conv.forget(ru.sessionID) // the model must not remember what the transcript does not keep
+	}
 	r.advance(ru)
 	ru.cancel()
 	r.wg.Done()
@@ -516,10 +520,10 @@ func (r *Runtime) closeBlock(sessionID string) {
 // writer is flushed first so the store holds everything signalled so far. The store's last event
 // is the run's prompt (launch wrote it), which the conversation holds as prompt: the model reads
 // the prompt as sent even when the transcript holds a replacement (Runtime.fit).
-func (r *Runtime) loadConversation(ctx context.Context, sessionID string, prompt protocol.StreamEvent) error {
+func (r *Runtime) loadConversation(ctx context.Context, sessionID string, prompt protocol.StreamEvent, start *runStart) error {
 	return r.conv.load(ctx, sessionID, func(ctx context.Context) ([]protocol.StreamEvent, error) {
-		if err := r.writer.settle(ctx, sessionID); err != nil {
-			return nil, err
+		if err := r.writer.wait(ctx, start); err != nil {
+			return nil, err // refused: its prompt is not the store's last event, and nothing is cached
 		}
 		if err := r.writer.flush(ctx); err != nil {
 			return nil, err

@@ -37,9 +37,13 @@ type transcriptWriter struct {
 	cleared []string              // sessions whose checkpointed block closed since the last flush
 	seq     uint64                // rows queued so far
 	starts  map[string]*runStart  // by session: a run's start being written, or failed
-	flushMu sync.Mutex            // one flush at a time keeps rows in order
-	stop    chan struct{}
-	stopped chan struct{}
+	// flushing holds the sessions whose rows the flush in progress writes, and flushed is closed
+	// when it ends: a run's start waits only for a flush that holds rows of its own session.
+	flushing map[string]bool
+	flushed  chan struct{}
+	flushMu  sync.Mutex // one flush at a time keeps rows in order
+	stop     chan struct{}
+	stopped  chan struct{}
 }
 
 type queuedRow struct {
@@ -210,13 +214,33 @@ func (w *transcriptWriter) begin(sessionID string, prompt protocol.StreamEvent, 
 	return st
 }
 
-// writeStart writes st; failed is called when the write fails (the run is refused).
+// startWriteTimeout bounds a run's start write, from the moment nothing older of its session is
+// being written.
+const startWriteTimeout = 10 * time.Second
+
+// writeStart writes st; failed is called when the write fails (the run is refused). It waits only
+// for a flush in progress that holds rows of the same session (they are older and go first), so
+// one session's slow write never holds up another session's start.
 func (w *transcriptWriter) writeStart(sessionID string, st *runStart, failed func()) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	w.flushMu.Lock() // a flush in progress may hold the session's earlier rows
-	defer w.flushMu.Unlock()
+	var err error
+	defer func() {
+		if r := recover(); r != nil { // a bug here must refuse the run, not end the process
+			w.log.Error("run start write panicked", "session", sessionID, "panic", r)
+			err = fmt.Errorf("the prompt's write failed: %v", r)
+			w.mu.Lock()
+			st.failed, st.err = true, err
+			close(st.done)
+			w.mu.Unlock()
+			failed()
+		}
+	}()
 	w.mu.Lock()
+	for w.flushing[sessionID] {
+		ch := w.flushed
+		w.mu.Unlock()
+		<-ch
+		w.mu.Lock()
+	}
 	var rows []queuedRow
 	kept := w.pending[:0]
 	for _, r := range w.pending {
@@ -232,18 +256,34 @@ func (w *transcriptWriter) writeStart(sessionID string, st *runStart, failed fun
 	for i, r := range rows {
 		evs[i] = r.EventRow
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), startWriteTimeout)
 	x, err := w.st.StartRun(ctx, sessionID, evs)
+	if err != nil && ctx.Err() != nil && !errors.Is(err, store.ErrBusy) {
+		err = fmt.Errorf("%w: the prompt's write did not finish within %s", store.ErrBusy, startWriteTimeout)
+	}
+	cancel()
+	if err == nil && w.stored != nil {
+		w.stored(x) // before done: the run's later status changes follow it
+	}
 	w.mu.Lock()
 	if err != nil {
 		st.failed = true
+		// The session's earlier rows stay queued, in their place; the prompt and the rows the
+		// run queued since (every later row of the session: the next run starts after this
+		// one's end, which waits for this outcome) go.
+		var back []queuedRow
+		for _, r := range rows {
+			if r.seq < st.seq {
+				back = append(back, r)
+			}
+		}
 		kept := w.pending[:0]
 		for _, r := range w.pending {
-			if r.SessionID != sessionID { // the refused run's own rows go
+			if r.SessionID != sessionID || r.seq < st.seq {
 				kept = append(kept, r)
 			}
 		}
-		// The session's earlier rows (all but the prompt) stay queued, in their place.
-		w.pending = mergeBySeq(rows[:len(rows)-1], kept)
+		w.pending = mergeBySeq(back, kept)
 		delete(w.open, sessionID)
 	} else {
 		delete(w.starts, sessionID)
@@ -253,8 +293,6 @@ func (w *transcriptWriter) writeStart(sessionID string, st *runStart, failed fun
 	w.mu.Unlock()
 	if err != nil {
 		failed()
-	} else if w.stored != nil {
-		w.stored(x) // under flushMu: before any later status of the session
 	}
 }
 
@@ -346,9 +384,17 @@ func (w *transcriptWriter) flushStatus(ctx context.Context, sessionID, status st
 		}
 	}
 	tb := store.TranscriptBatch{Cleared: w.cleared, Usage: w.usage}
+	w.flushing, w.flushed = map[string]bool{}, make(chan struct{})
 	for _, r := range rows {
 		tb.Rows = append(tb.Rows, r.EventRow)
+		w.flushing[r.SessionID] = true
 	}
+	defer func() { // after the rows are written or back in the queue
+		w.mu.Lock()
+		w.flushing = nil
+		close(w.flushed)
+		w.mu.Unlock()
+	}()
 	w.pending, w.cleared, w.usage = held, nil, nil
 	var grown []*openBlock
 	for sid, b := range w.open {
