@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -82,4 +84,16 @@ func TestPrinterSkipsStreamProgress(t *testing.T) {
 			assert.Contains(t, out.String(), `"turn:end"`, "a sequenced signal is printed")
 		}
 	}
+}
+
+// A 401 after the local server restarted (daemon.json holds a new token) says so, instead of
+// calling a file stale that the new server just wrote (a fresh user's report, issue 10).
+func TestExplainRestartedServer(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, client.DaemonFileName)
+	require.NoError(t, os.WriteFile(file, []byte(`{"url":"ws://127.0.0.1:1","token":"zds_new"}`), 0o600))
+	got := explain(target{url: "ws://127.0.0.1:1", token: "zds_old", daemonFile: file}, client.ErrUnauthorized)
+	require.Contains(t, got, "the server restarted while this command ran")
+	got = explain(target{url: "ws://127.0.0.1:1", token: "zds_new", daemonFile: file}, client.ErrUnauthorized)
+	require.Contains(t, got, "the file is stale")
 }

@@ -61,6 +61,10 @@ func explain(t target, err error) string {
 	switch {
 	case errors.Is(err, client.ErrUnauthorized):
 		if t.daemonFile != "" && os.Getenv("ZIDANE_TOKEN") == "" {
+			if d, derr := client.ReadDaemonFile(filepath.Dir(t.daemonFile)); derr == nil && d.Token != t.token {
+				// The server restarted meanwhile: its new start revoked the token this CLI read.
+				return fmt.Sprintf("the server restarted while this command ran (%s now holds a new token), so a prompt it was running ended interrupted: run the command again", t.daemonFile)
+			}
 			return fmt.Sprintf("the server refused the local token of %s (401): the file is stale; restart the server, or %s", t.daemonFile, mintHint)
 		}
 		return "the server refused the token (401): it is unknown or revoked; " + mintHint
