@@ -18,3 +18,11 @@ func Marshal(v any) ([]byte, error) {
 	out := b.Bytes()
 	return out[:len(out)-1], nil // Encode adds a newline
 }
+
+// JSONAppender is a result that appends its own JSON encoding. EncodeResult takes those bytes as
+// they are: encoding/json validates and compacts again everything a MarshalJSON method returns,
+// which for bytes spliced in (already encoded and checked when first written) is work done twice.
+type JSONAppender interface {
+	// AppendJSON appends the value's JSON encoding, exactly as Marshal would write it, to dst.
+	AppendJSON(dst []byte) ([]byte, error)
+}

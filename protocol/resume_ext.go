@@ -1,17 +1,13 @@
 package protocol
 
+// Hand-written methods on this schema's generated types live in *_ext.go files: the generator's
+// golden test (gen/gen_test.go) builds the hand-written protocol files against another schema's
+// types and leaves these out.
+
 import (
 	"slices"
 	"strconv"
 )
-
-// JSONAppender is a result that appends its own JSON encoding. EncodeResult takes those bytes as
-// they are: encoding/json validates and compacts again everything a MarshalJSON method returns,
-// which for bytes spliced in (already encoded and checked when first written) is work done twice.
-type JSONAppender interface {
-	// AppendJSON appends the value's JSON encoding, exactly as Marshal would write it, to dst.
-	AppendJSON(dst []byte) ([]byte, error)
-}
 
 // AppendJSON appends the answer as Marshal writes it, splicing each replayed signal's stored
 // encoding (UnknownSignal.Raw, which the server's replay log holds as protocol.Marshal wrote it)
