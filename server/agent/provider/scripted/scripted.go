@@ -41,6 +41,7 @@ import (
 	"sync"
 	"time"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/zidane-server/zidane/server/agent/provider"
 )
@@ -266,8 +267,16 @@ func inputTokens(req *provider.Request) int64 {
 // model counts its whole input every turn, which showed in the run's CPU profile.
 func tokens(s string) int64 {
 	n, in := int64(1), false
-	for _, r := range s {
-		space := unicode.IsSpace(r)
+	for i := 0; i < len(s); {
+		var space bool
+		if b := s[i]; b < utf8.RuneSelf {
+			space = asciiSpace[b]
+			i++
+		} else {
+			r, size := utf8.DecodeRuneInString(s[i:])
+			space = unicode.IsSpace(r)
+			i += size
+		}
 		if !space && !in {
 			n++
 		}
@@ -275,6 +284,9 @@ func tokens(s string) int64 {
 	}
 	return n
 }
+
+// asciiSpace is unicode.IsSpace for ASCII bytes.
+var asciiSpace = [utf8.RuneSelf]bool{'\t': true, '\n': true, '\v': true, '\f': true, '\r': true, ' ': true}
 
 func (p *Provider) pause(ctx context.Context, d time.Duration) error { return provider.Sleep(ctx, d) }
 
