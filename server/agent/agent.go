@@ -584,7 +584,10 @@ func (r *Runtime) Cancel(sessionID, runID string) bool {
 			// A queued run implies an active one (advance hands over under r.mu), whose
 			// advance signals this one.
 			r.dropped[sessionID] = append(r.dropped[sessionID], droppedRun{ru: ru, msg: "The queued prompt was cancelled.", interrupted: true})
-			go r.publishQueue(sessionID) // after r.mu is released
+			// Published under r.mu: the active run's advance, which signals the dropped run's
+			// run:end, cannot come first (a queue:changed after a session's last run:end, seen
+			// by TestRunsBracketed_Interleavings once runs got faster). The hub never waits.
+			r.publishQueueLocked(sessionID)
 			return true
 		}
 	}

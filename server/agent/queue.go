@@ -36,9 +36,13 @@ func (r *Runtime) RemoveQueued(sessionID, runID string) bool {
 // change of the queue, outside r.mu.
 func (r *Runtime) publishQueue(sessionID string) {
 	r.mu.Lock()
-	items := r.queueLocked(sessionID)
-	r.mu.Unlock()
-	if err := r.rep.Publish(&protocol.QueueChangedSignal{SessionID: sessionID, Items: items}, nil); err != nil {
+	defer r.mu.Unlock()
+	r.publishQueueLocked(sessionID)
+}
+
+// publishQueueLocked is publishQueue for a caller that holds r.mu.
+func (r *Runtime) publishQueueLocked(sessionID string) {
+	if err := r.rep.Publish(&protocol.QueueChangedSignal{SessionID: sessionID, Items: r.queueLocked(sessionID)}, nil); err != nil {
 		r.log.Warn("queue:changed not sent", "session", sessionID, "err", err)
 	}
 }
