@@ -10,19 +10,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/zidane-server/zidane/server/store"
-	"github.com/zidane-server/zidane/server/store/storetest"
 )
 
 // chat.send answers the prompt write's outcome even past a short request timeout: an error
 // answered for a prompt that is then kept would have the client send it twice (adversarial
 // review of issue 10).
 func TestPromptWrite_AnswerIsTheOutcome(t *testing.T) {
-	url := storetest.URL(t)
+	url, _, e := ownStoreEnv(t, store.Options{}, func(c *Config) { c.Limits.RequestTimeout = 1 * time.Second })
 	ctx := context.Background()
-	st, err := store.Open(ctx, url, store.Options{})
-	require.NoError(t, err)
-	t.Cleanup(st.Close)
-	e := newEnvStore(t, st, func(c *Config) { c.Limits.RequestTimeout = 1 * time.Second })
 	a := e.dial()
 	a.hello()
 	sid := a.newSession()
@@ -45,12 +40,7 @@ func TestPromptWrite_AnswerIsTheOutcome(t *testing.T) {
 // A refused run (its prompt's write failed: nothing of it is kept) leaves the model's in-memory
 // conversation too: the next run's model does not see the refused prompt.
 func TestPromptWrite_RefusedRunForgotten(t *testing.T) {
-	url := storetest.URL(t)
-	ctx := context.Background()
-	st, err := store.Open(ctx, url, store.Options{QueryTimeout: time.Second})
-	require.NoError(t, err)
-	t.Cleanup(st.Close)
-	e := newEnvStore(t, st, nil)
+	url, _, e := ownStoreEnv(t, store.Options{QueryTimeout: time.Second}, nil)
 	a := e.dial()
 	a.hello()
 	sid := a.newSession()
@@ -75,12 +65,7 @@ func TestPromptWrite_RefusedRunForgotten(t *testing.T) {
 
 // One session's held prompt write does not hold up another session's chat.send or run.
 func TestPromptWrite_HeldStartStallsNoOtherSession(t *testing.T) {
-	url := storetest.URL(t)
-	ctx := context.Background()
-	st, err := store.Open(ctx, url, store.Options{})
-	require.NoError(t, err)
-	t.Cleanup(st.Close)
-	e := newEnvStore(t, st, nil)
+	url, _, e := ownStoreEnv(t, store.Options{}, nil)
 	a := e.dial()
 	a.hello()
 	b := e.dial()
@@ -106,12 +91,8 @@ func TestPromptWrite_HeldStartStallsNoOtherSession(t *testing.T) {
 // With the default limits: other sessions' held writes do not make an unlocked session's
 // chat.send give up while its write later commits.
 func TestPromptWrite_AnswerIsTheOutcomeDefaults(t *testing.T) {
-	url := storetest.URL(t)
+	url, _, e := ownStoreEnv(t, store.Options{}, nil)
 	ctx := context.Background()
-	st, err := store.Open(ctx, url, store.Options{})
-	require.NoError(t, err)
-	t.Cleanup(st.Close)
-	e := newEnvStore(t, st, nil)
 	a := e.dial()
 	a.hello()
 	b := e.dial()
@@ -145,12 +126,7 @@ func TestPromptWrite_AnswerIsTheOutcomeDefaults(t *testing.T) {
 // sessions.loadEvents during a held start waits for the write; its watermark covers the prompt,
 // which is in the page.
 func TestPromptWrite_LoadEventsDuringHeldStart(t *testing.T) {
-	url := storetest.URL(t)
-	ctx := context.Background()
-	st, err := store.Open(ctx, url, store.Options{})
-	require.NoError(t, err)
-	t.Cleanup(st.Close)
-	e := newEnvStore(t, st, func(c *Config) { c.StepDelay = 30 * time.Millisecond })
+	url, _, e := ownStoreEnv(t, store.Options{}, func(c *Config) { c.StepDelay = 30 * time.Millisecond })
 	a := e.dial()
 	a.hello()
 	b := e.dial()
@@ -185,12 +161,8 @@ func TestPromptWrite_LoadEventsDuringHeldStart(t *testing.T) {
 // The server shuts down while a prompt's write is held; the lock goes shortly after. The session
 // is not left "running" (nor once a new server starts on the store), and the run ends interrupted.
 func TestPromptWrite_ShutdownDuringHeldStart(t *testing.T) {
-	url := storetest.URL(t)
+	url, st, e := ownStoreEnv(t, store.Options{}, func(c *Config) { c.StepDelay = 200 * time.Millisecond })
 	ctx := context.Background()
-	st, err := store.Open(ctx, url, store.Options{})
-	require.NoError(t, err)
-	t.Cleanup(st.Close)
-	e := newEnvStore(t, st, func(c *Config) { c.StepDelay = 200 * time.Millisecond })
 	a := e.dial()
 	a.hello()
 	sid := a.newSession()
@@ -216,12 +188,8 @@ func TestPromptWrite_ShutdownDuringHeldStart(t *testing.T) {
 // A session nobody locks is not refused because other sessions' transcript flushes wait behind
 // their row locks.
 func TestPromptWrite_UnlockedSessionNotRefusedBehindOthers(t *testing.T) {
-	url := storetest.URL(t)
+	url, _, e := ownStoreEnv(t, store.Options{}, func(c *Config) { c.StepDelay = 100 * time.Millisecond })
 	ctx := context.Background()
-	st, err := store.Open(ctx, url, store.Options{})
-	require.NoError(t, err)
-	t.Cleanup(st.Close)
-	e := newEnvStore(t, st, func(c *Config) { c.StepDelay = 100 * time.Millisecond })
 	a := e.dial()
 	a.hello()
 	b := e.dial()
@@ -248,12 +216,8 @@ func TestPromptWrite_UnlockedSessionNotRefusedBehindOthers(t *testing.T) {
 // sessions.delete waits in Postgres (row lock) after its IsRunning check; chat.send then starts
 // a run on the session; the lock goes: whichever commits first wins cleanly.
 func TestPromptWrite_DeleteRacesHeldStart(t *testing.T) {
-	url := storetest.URL(t)
+	url, st, e := ownStoreEnv(t, store.Options{}, nil)
 	ctx := context.Background()
-	st, err := store.Open(ctx, url, store.Options{})
-	require.NoError(t, err)
-	t.Cleanup(st.Close)
-	e := newEnvStore(t, st, nil)
 	a := e.dial()
 	a.hello()
 	b := e.dial()
@@ -285,12 +249,8 @@ func TestPromptWrite_DeleteRacesHeldStart(t *testing.T) {
 // chat.send answers ok, the transcript keeps the prompt and the cancel's error, the session is
 // idle.
 func TestPromptWrite_CancelDuringHeldStart(t *testing.T) {
-	url := storetest.URL(t)
+	url, st, e := ownStoreEnv(t, store.Options{}, func(c *Config) { c.StepDelay = 200 * time.Millisecond })
 	ctx := context.Background()
-	st, err := store.Open(ctx, url, store.Options{})
-	require.NoError(t, err)
-	t.Cleanup(st.Close)
-	e := newEnvStore(t, st, func(c *Config) { c.StepDelay = 200 * time.Millisecond })
 	a := e.dial()
 	a.hello()
 	b := e.dial()
@@ -325,12 +285,8 @@ func TestPromptWrite_CancelDuringHeldStart(t *testing.T) {
 // its own rows, and the follow-up's write, after the refused run's end, stores it first (the
 // adversarial review of issue 10 had the follow-up's prompt dropped and the server panic).
 func TestPromptWrite_FollowUpOfARefusedRunKeepsItsPrompt(t *testing.T) {
-	url := storetest.URL(t)
+	url, st, e := ownStoreEnv(t, store.Options{QueryTimeout: time.Second}, nil)
 	ctx := context.Background()
-	st, err := store.Open(ctx, url, store.Options{QueryTimeout: time.Second})
-	require.NoError(t, err)
-	t.Cleanup(st.Close)
-	e := newEnvStore(t, st, nil)
 	a := e.dial()
 	a.hello()
 	sid := a.newSession()

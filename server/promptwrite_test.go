@@ -19,12 +19,8 @@ import (
 // once the write is committed, and then the transcript holds the prompt, in order, and the session
 // is running or done.
 func TestRunStartBeforePromptCommit(t *testing.T) {
-	url := storetest.URL(t)
+	url, _, e := ownStoreEnv(t, store.Options{}, func(c *Config) { c.StepDelay = 20 * time.Millisecond })
 	ctx := context.Background()
-	st, err := store.Open(ctx, url, store.Options{})
-	require.NoError(t, err)
-	t.Cleanup(st.Close)
-	e := newEnvStore(t, st, func(c *Config) { c.StepDelay = 20 * time.Millisecond })
 	a := e.dial()
 	a.hello()
 	sid := a.newSession()
@@ -95,4 +91,15 @@ func TestRefusedPromptKeepsNothing(t *testing.T) {
 	require.True(t, strings.Contains(end, "nothing of this run is kept"), end)
 	_, ok := e.srv.sessions.get(sid)
 	require.False(t, ok, "the cache forgets the session")
+}
+
+// ownStoreEnv is newEnv on a database of its own whose URL the test also gets, to hold rows
+// locked from another client (the prompt-write tests), with the store's options opts.
+func ownStoreEnv(t *testing.T, opts store.Options, mod func(*Config)) (url string, st *store.Store, e *testEnv) {
+	t.Helper()
+	url = storetest.URL(t)
+	st, err := store.Open(context.Background(), url, opts)
+	require.NoError(t, err)
+	t.Cleanup(st.Close)
+	return url, st, newEnvStore(t, st, mod)
 }

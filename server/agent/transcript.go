@@ -408,16 +408,16 @@ func (w *transcriptWriter) flushStatus(ctx context.Context, sessionID, status st
 	}
 	w.mu.Unlock()
 	if sessionID != "" {
-		tb.Statuses = []store.StatusChange{{SessionID: sessionID, Status: status}}
+		tb.StatusOf, tb.Status = sessionID, status
 	}
-	xs, err := w.st.FlushTranscript(ctx, tb)
+	x, err := w.st.FlushTranscript(ctx, tb)
 	if errors.Is(err, store.ErrNotFound) {
 		rows = w.withoutDeleted(ctx, rows)
 		tb.Rows = tb.Rows[:0]
 		for _, r := range rows {
 			tb.Rows = append(tb.Rows, r.EventRow)
 		}
-		xs, err = w.st.FlushTranscript(ctx, tb)
+		x, err = w.st.FlushTranscript(ctx, tb)
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -437,10 +437,10 @@ func (w *transcriptWriter) flushStatus(ctx context.Context, sessionID, status st
 	if sessionID == "" {
 		return store.Session{}, nil
 	}
-	if len(xs) == 0 {
+	if x.ID == "" {
 		return store.Session{}, fmt.Errorf("flush transcript: session %s: %w", sessionID, store.ErrNotFound)
 	}
-	return xs[0], nil
+	return x, nil
 }
 
 // mergeBySeq merges two row lists each in seq order into one.

@@ -26,51 +26,48 @@ type TranscriptBatch struct {
 	Open []EventRow
 	// Usage are model turns' usage rows (At defaults to now).
 	Usage []TurnUsage
-	// Statuses are session statuses set after the rows (a run's start: "running"; its end).
-	// A session deleted meanwhile is skipped.
-	Statuses []StatusChange
+	// StatusOf, when set, is the session whose status becomes Status after the rows (a run's
+	// end). A session deleted meanwhile is skipped.
+	StatusOf, Status string
 }
 
-// StatusChange sets one session's status (TranscriptBatch.Statuses).
-type StatusChange struct{ SessionID, Status string }
-
 func (b TranscriptBatch) empty() bool {
-	return len(b.Rows) == 0 && len(b.Cleared) == 0 && len(b.Open) == 0 && len(b.Usage) == 0 && len(b.Statuses) == 0
+	return len(b.Rows) == 0 && len(b.Cleared) == 0 && len(b.Open) == 0 && len(b.Usage) == 0 && b.StatusOf == ""
 }
 
 // FlushTranscript writes one batch of the transcript writer: every statement goes in one pgx
 // batch, one round trip, which Postgres runs as one implicit transaction (issue 10: a run's prompt
 // and its status "running", its usage rows and its end reach Postgres without a round trip of their
-// own). It returns the sessions whose status it set, as stored. Errors as AppendEvents
+// own). It returns the session StatusOf names as stored (zero when none was set). Errors as AppendEvents
 // (ErrNotFound when a row's session does not exist, ErrInvalidText); on error nothing is written.
-func (s *Store) FlushTranscript(ctx context.Context, tb TranscriptBatch) ([]Session, error) {
+func (s *Store) FlushTranscript(ctx context.Context, tb TranscriptBatch) (Session, error) {
+	var out Session
 	if tb.empty() {
-		return nil, nil
+		return out, nil
 	}
 	const op = "flush transcript"
 	sess, turns, kinds, bodies, err := eventArrays(op, tb.Rows)
 	if err != nil {
-		return nil, err
+		return out, err
 	}
 	osess, oturns, okinds, obodies, err := eventArrays(op, tb.Open)
 	if err != nil {
-		return nil, err
+		return out, err
 	}
 	clear, err := parseIDs(op, tb.Cleared)
 	if err != nil {
-		return nil, err
+		return out, err
 	}
-	var stIDs []uuid.UUID
-	var stVals []string
-	for _, c := range tb.Statuses {
-		u, err := parseID(op, c.SessionID)
+	var statusOf uuid.UUID
+	if tb.StatusOf != "" {
+		u, err := parseID(op, tb.StatusOf)
 		if err != nil {
-			return nil, err
+			return out, err
 		}
-		if err := checkText("status", c.Status); err != nil {
-			return nil, fmt.Errorf("%s: %w", op, err)
+		if err := checkText("status", tb.Status); err != nil {
+			return out, fmt.Errorf("%s: %w", op, err)
 		}
-		stIDs, stVals = append(stIDs, u), append(stVals, c.Status)
+		statusOf = u
 	}
 	var uSess []uuid.UUID
 	var uRun, uTurn, uModel []string
@@ -81,11 +78,11 @@ func (s *Store) FlushTranscript(ctx context.Context, tb TranscriptBatch) ([]Sess
 	for _, u := range tb.Usage {
 		id, err := parseID(op, u.SessionID)
 		if err != nil {
-			return nil, err
+			return out, err
 		}
 		for _, f := range []struct{ name, v string }{{"run_id", u.RunID}, {"turn_id", u.TurnID}, {"model_id", u.ModelID}} {
 			if err := checkText(f.name, f.v); err != nil {
-				return nil, fmt.Errorf("%s: %w", op, err)
+				return out, fmt.Errorf("%s: %w", op, err)
 			}
 		}
 		at := u.At
@@ -95,9 +92,8 @@ func (s *Store) FlushTranscript(ctx context.Context, tb TranscriptBatch) ([]Sess
 		uSess, uRun, uTurn, uModel = append(uSess, id), append(uRun, u.RunID), append(uTurn, u.TurnID), append(uModel, u.ModelID)
 		uIn, uOut, uRep, uAt = append(uIn, u.Input), append(uOut, u.Output), append(uRep, u.Reported), append(uAt, at)
 	}
-	var out []Session
 	err = s.withConn(ctx, op, func(ctx context.Context, c *pgxpool.Conn) error {
-		out = out[:0]
+		out = Session{}
 		// One batch, one round trip: its statements run in one implicit transaction, and the
 		// first error aborts the rest (a transaction block cost a round trip per statement plus
 		// BEGIN and COMMIT — the fan-out figures of docs/benchmarks.md).
@@ -123,11 +119,10 @@ func (s *Store) FlushTranscript(ctx context.Context, tb TranscriptBatch) ([]Sess
 				SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::bigint[], $7::boolean[], $8::timestamptz[])`,
 				uSess, uRun, uTurn, uModel, uIn, uOut, uRep, uAt)
 		}
-		if len(stIDs) == 0 {
+		if tb.StatusOf == "" {
 			return c.SendBatch(ctx, b).Close()
 		}
-		b.Queue(`UPDATE sessions SET status = u.st, updated_at = greatest(now(), updated_at)
-			FROM unnest($1::uuid[], $2::text[]) AS u(uid, st) WHERE id = u.uid RETURNING `+sessionCols, stIDs, stVals)
+		b.Queue(`UPDATE sessions SET status = $2, updated_at = greatest(now(), updated_at) WHERE id = $1 RETURNING `+sessionCols, statusOf, tb.Status)
 		br := c.SendBatch(ctx, b)
 		for range b.Len() - 1 {
 			if _, err := br.Exec(); err != nil {
@@ -135,27 +130,18 @@ func (s *Store) FlushTranscript(ctx context.Context, tb TranscriptBatch) ([]Sess
 				return err
 			}
 		}
-		rows, err := br.Query()
-		if err == nil {
-			for rows.Next() {
-				x, err := scanSession(rows)
-				if err != nil {
-					rows.Close()
-					br.Close()
-					return err
-				}
-				out = append(out, x)
-			}
-			rows.Close()
-			err = rows.Err()
+		x, err := scanSession(br.QueryRow())
+		if errors.Is(err, pgx.ErrNoRows) {
+			err = nil // deleted meanwhile: skipped
 		}
+		out = x
 		if cerr := br.Close(); err == nil {
 			err = cerr
 		}
 		return err
 	})
 	if err != nil {
-		return nil, err
+		return Session{}, err
 	}
 	return out, nil
 }
@@ -248,27 +234,6 @@ type TurnUsage struct {
 	Input, Output            int64  // tokens; 0 when not Reported
 	Reported                 bool   // false: the provider sent no usage
 	At                       time.Time
-}
-
-// AddTurnUsage stores one turn's usage (At defaults to now).
-func (s *Store) AddTurnUsage(ctx context.Context, u TurnUsage) error {
-	sid, err := parseID("add turn usage", u.SessionID)
-	if err != nil {
-		return err
-	}
-	for _, f := range []struct{ name, v string }{{"run_id", u.RunID}, {"turn_id", u.TurnID}, {"model_id", u.ModelID}} {
-		if err := checkText(f.name, f.v); err != nil {
-			return fmt.Errorf("add turn usage: %w", err)
-		}
-	}
-	if u.At.IsZero() {
-		u.At = time.Now()
-	}
-	return s.withConn(ctx, "add turn usage", func(ctx context.Context, c *pgxpool.Conn) error {
-		_, err := c.Exec(ctx, `INSERT INTO turn_usage (session_id, run_id, turn_id, model_id, input, output, reported, created_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, sid, u.RunID, u.TurnID, u.ModelID, u.Input, u.Output, u.Reported, u.At)
-		return err
-	})
 }
 
 // UsageRow is one group of usage.summary: a local day (YYYY-MM-DD in the zone asked for) or a

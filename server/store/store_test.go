@@ -483,14 +483,15 @@ func TestFlushTranscriptUsageAndStatus(t *testing.T) {
 	rows := []store.EventRow{{SessionID: a.ID, TurnID: "t1", Kind: "markdown", Body: []byte(`{"kind":"markdown","text":"done"}`)}}
 	usage := []store.TurnUsage{{SessionID: a.ID, RunID: "r", TurnID: "t1", ModelID: "m", Input: 3, Output: 4, Reported: true}}
 	missing := "00000000-0000-0000-0000-000000000000"
-	xs, err := s.FlushTranscript(ctx, store.TranscriptBatch{Rows: rows, Usage: usage,
-		Statuses: []store.StatusChange{{SessionID: a.ID, Status: "idle"}, {SessionID: missing, Status: "idle"}}})
+	x, err := s.FlushTranscript(ctx, store.TranscriptBatch{Rows: rows, Usage: usage, StatusOf: a.ID, Status: "idle"})
 	require.NoError(t, err)
-	require.Len(t, xs, 1, "the missing session is skipped")
-	assert.Equal(t, "idle", xs[0].Status)
+	assert.Equal(t, "idle", x.Status)
 	got, err := s.GetSession(ctx, a.ID)
 	require.NoError(t, err)
-	assert.Equal(t, xs[0], got, "the session returned is the one stored")
+	assert.Equal(t, x, got, "the session returned is the one stored")
+	x, err = s.FlushTranscript(ctx, store.TranscriptBatch{StatusOf: missing, Status: "idle"})
+	require.NoError(t, err)
+	assert.Empty(t, x.ID, "the missing session is skipped")
 	_, _, total, err := s.UsageSummary(ctx, time.Time{}, 0)
 	require.NoError(t, err)
 	assert.Equal(t, int64(3), total.TokensIn)
