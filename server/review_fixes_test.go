@@ -69,6 +69,20 @@ func TestSessionTitles(t *testing.T) {
 	c.result("chat.send", fmt.Sprintf(`{"sessionId":%q,"prompt":"\u0001\u0002\u200b"}`, other))
 	c.runSignals(other)
 	assert.Equal(t, "New session", c.result("sessions.get", fmt.Sprintf(`{"sessionId":%q}`, other))["title"])
+
+	// Pipelined prompts: the first names the session, not the follow-up queued behind it (which
+	// is answered first; a fresh user's report).
+	for i := range 5 {
+		sid := c.newSession()
+		c.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"chat.send","params":{"sessionId":%q,"prompt":"first"}}`, 900+2*i, sid))
+		c.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"chat.send","params":{"sessionId":%q,"prompt":"second"}}`, 901+2*i, sid))
+		for range 2 {
+			require.Nil(t, decodeObj(t, c.nextAnswer())["error"])
+		}
+		c.runSignals(sid)
+		c.runSignals(sid)
+		assert.Equal(t, "first", c.result("sessions.get", fmt.Sprintf(`{"sessionId":%q}`, sid))["title"], "try %d", i)
+	}
 }
 
 // TestHealthAnswersHEAD: load balancers probe with HEAD as well as GET.
