@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/zidane-server/zidane/protocol"
 )
 
 // TestSessionIDsOnlyInTheirCanonicalSpelling: the server keys its in-memory state (running runs,
@@ -94,4 +96,50 @@ func TestHealthAnswersHEAD(t *testing.T) {
 		resp.Body.Close()
 		assert.Equal(t, http.StatusOK, resp.StatusCode, p)
 	}
+}
+
+// TestEmptySessionIDIsInvalidParams: a sessionId of "" is a malformed request, not an unknown
+// session: every method's params schema says minLength 1, so it answers InvalidParams naming
+// /sessionId (it answered -32014 "not found" before). The schema half guards methods added later.
+func TestEmptySessionIDIsInvalidParams(t *testing.T) {
+	var bundle struct {
+		Methods map[string]struct {
+			Params struct {
+				Properties map[string]struct {
+					MinLength *int `json:"minLength"`
+				} `json:"properties"`
+			} `json:"params"`
+		} `json:"methods"`
+	}
+	require.NoError(t, json.Unmarshal(protocol.BundledSchema, &bundle))
+	withID := 0
+	for name, m := range bundle.Methods {
+		if p, ok := m.Params.Properties["sessionId"]; ok {
+			withID++
+			require.NotNil(t, p.MinLength, "%s: params/sessionId has no minLength", name)
+			require.Equal(t, 1, *p.MinLength, name)
+		}
+	}
+	require.Greater(t, withID, 20)
+
+	e := newEnv(t, nil)
+	c := e.dial()
+	c.hello()
+	sid := c.newSession()
+	for _, tc := range []struct{ method, params string }{
+		{"chat.send", `{"sessionId":"","prompt":"hi"}`},
+		{"chat.cancel", `{"sessionId":""}`},
+		{"sessions.get", `{"sessionId":""}`},
+		{"sessions.delete", `{"sessionId":""}`},
+		{"sessions.loadEvents", `{"sessionId":""}`},
+		{"sessions.getTurns", `{"sessionId":""}`},
+		{"sessions.resume", `{"sessionId":"","epoch":"x","afterSeq":0}`},
+		{"sessions.rename", `{"sessionId":"","title":"t"}`},
+	} {
+		a := c.call(tc.method, tc.params)
+		require.Equal(t, -32602, errCode(a), "%s: %v", tc.method, a)
+		er := a["error"].(map[string]any)
+		assert.Equal(t, "/sessionId", er["data"].(map[string]any)["pointer"], "%s: %v", tc.method, a)
+	}
+	c.result("sessions.get", fmt.Sprintf(`{"sessionId":%q}`, sid)) // the connection still works
 }
