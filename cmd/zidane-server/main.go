@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"golang.org/x/sys/unix"
 
 	"github.com/zidane-server/zidane/client"
@@ -175,6 +176,9 @@ func startCmd() *cobra.Command {
 		Short: "Start the server (on a managed local Postgres unless --database-url or DATABASE_URL is set)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := noNegativeFlags(cmd); err != nil {
+				return err
+			}
 			log := logger()
 			slog.SetDefault(log)
 			if env := os.Getenv("ZIDANE_SERVER_ALLOWED_ORIGINS"); env != "" {
@@ -655,4 +659,33 @@ func overrideLimits(file, flags agent.Limits) agent.Limits {
 		file.MaxConcurrentRuns = flags.MaxConcurrentRuns
 	}
 	return file
+}
+
+// noNegativeFlags refuses a negative count, size or duration among the flags given: every one of
+// them is a limit or an interval, and the server replaced a negative one by its default without a
+// word.
+func noNegativeFlags(cmd *cobra.Command) error {
+	var err error
+	cmd.Flags().Visit(func(f *pflag.Flag) {
+		if err != nil {
+			return
+		}
+		neg := false
+		switch f.Value.Type() {
+		case "int", "int64":
+			n, perr := strconv.ParseInt(f.Value.String(), 10, 64)
+			neg = perr == nil && n < 0
+		case "duration":
+			d, perr := time.ParseDuration(f.Value.String())
+			neg = perr == nil && d < 0
+		}
+		if neg {
+			def := " (" + f.DefValue + ")"
+			if f.DefValue == "0" || f.DefValue == "0s" {
+				def = "" // the config file's, else the runtime's: the flag's usage says which
+			}
+			err = fmt.Errorf("--%s %s: must not be negative; give a positive value, or leave the flag out for its default%s", f.Name, f.Value.String(), def)
+		}
+	})
+	return err
 }

@@ -104,6 +104,20 @@ type Limits struct {
 	MaxConcurrentRuns int      `json:"maxConcurrentRuns,omitempty"`
 }
 
+// check refuses a negative limit: left out (or 0) means the default, and a negative one is a
+// mistake the server would otherwise have silently replaced by it.
+func (l Limits) check() error {
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{{"maxTurns", int64(l.MaxTurns)}, {"maxWallTime", int64(l.MaxWallTime)}, {"maxOutputTokens", int64(l.MaxOutputTokens)}, {"maxConcurrentRuns", int64(l.MaxConcurrentRuns)}} {
+		if f.v < 0 {
+			return fmt.Errorf("limits.%s is negative; give a positive value, or leave it out for the default", f.name)
+		}
+	}
+	return nil
+}
+
 // Duration is a time.Duration written as "30m" in JSON.
 type Duration = scripted.Duration
 
@@ -174,6 +188,9 @@ func Parse(b []byte, path string) (*File, error) {
 	dec.DisallowUnknownFields()
 	var f File
 	if err := dec.Decode(&f); err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	if err := f.Limits.check(); err != nil {
 		return nil, fmt.Errorf("config %s: %w", path, err)
 	}
 	seen := map[string]bool{}

@@ -167,15 +167,17 @@ func TestKeysNeverReachLogsErrorsOrOutput(t *testing.T) {
 
 func TestConfigFileErrors(t *testing.T) {
 	for name, tc := range map[string]struct{ file, want string }{
-		"key in file":   {`{"providers":[{"name":"x","kind":"openai","apiKey":"sk-1"}]}`, `keys do not go in the config file`},
-		"unknown field": {`{"providers":[{"name":"x","kind":"openai","base":"u"}]}`, `unknown field "base"`},
-		"bad kind":      {`{"providers":[{"name":"x","kind":"gemini"}]}`, `kind "gemini" is not openai, anthropic or scripted`},
-		"bad url":       {`{"providers":[{"name":"x","kind":"openai","baseUrl":"file:///etc"}]}`, `is not an http(s) URL`},
-		"key as env":    {`{"providers":[{"name":"x","kind":"openai","keyEnv":"sk-abc-123"}]}`, `not an environment variable name`},
-		"bad name":      {`{"providers":[{"name":"a/b","kind":"openai"}]}`, `must be letters, digits`},
-		"duplicate":     {`{"providers":[{"name":"a","kind":"openai"},{"name":"a","kind":"scripted"}]}`, `two providers are named "a"`},
-		"bad default":   {`{"default":"gpt"}`, `not of the form provider/model`},
-		"not json":      {`{`, `config`},
+		"key in file":    {`{"providers":[{"name":"x","kind":"openai","apiKey":"sk-1"}]}`, `keys do not go in the config file`},
+		"unknown field":  {`{"providers":[{"name":"x","kind":"openai","base":"u"}]}`, `unknown field "base"`},
+		"bad kind":       {`{"providers":[{"name":"x","kind":"gemini"}]}`, `kind "gemini" is not openai, anthropic or scripted`},
+		"bad url":        {`{"providers":[{"name":"x","kind":"openai","baseUrl":"file:///etc"}]}`, `is not an http(s) URL`},
+		"key as env":     {`{"providers":[{"name":"x","kind":"openai","keyEnv":"sk-abc-123"}]}`, `not an environment variable name`},
+		"bad name":       {`{"providers":[{"name":"a/b","kind":"openai"}]}`, `must be letters, digits`},
+		"duplicate":      {`{"providers":[{"name":"a","kind":"openai"},{"name":"a","kind":"scripted"}]}`, `two providers are named "a"`},
+		"bad default":    {`{"default":"gpt"}`, `not of the form provider/model`},
+		"not json":       {`{`, `config`},
+		"negative turns": {`{"limits":{"maxTurns":-1}}`, `limits.maxTurns is negative`},
+		"negative time":  {`{"limits":{"maxWallTime":"-5m"}}`, `limits.maxWallTime is negative`},
 	} {
 		t.Run(name, func(t *testing.T) {
 			p := filepath.Join(t.TempDir(), "c.json")
