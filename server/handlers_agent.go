@@ -129,12 +129,14 @@ func (s *Server) sessionDone(id string, x store.Session, err error, what string)
 	return s.sessionOut(x), nil
 }
 
-// publishSession sends session:updated with the session as it is.
+// publishSession sends session:updated with the session as it is, unless a later snapshot of it
+// (store.Session.Version) went out already: writers' answers can arrive out of their commit order.
 func (s *Server) publishSession(x store.Session) {
-	s.sessions.put(x)
-	if _, err := s.hub.publish(&protocol.SessionUpdatedSignal{SessionID: x.ID, Session: s.sessionOut(x)}, nil, ""); err != nil {
-		s.log.Error("session:updated not sent", "session", x.ID, "err", err)
-	}
+	s.sessions.publish(x, func(x store.Session) {
+		if _, err := s.hub.publish(&protocol.SessionUpdatedSignal{SessionID: x.ID, Session: s.sessionOut(x)}, nil, ""); err != nil {
+			s.log.Error("session:updated not sent", "session", x.ID, "err", err)
+		}
+	})
 }
 
 // setModel checks model against the configured providers and stores it on the session.

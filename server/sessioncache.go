@@ -22,10 +22,16 @@ const maxCachedSessions = 4096
 // drops it. What it may hold stale is updated_at (the transcript writer bumps it without a
 // signal), which chat.send does not use; sessions.get and the other reads still ask the store.
 // A session deleted behind its back is caught by the run's durable write (ErrNotFound), which
-// drops the entry.
+// drops the entry. Snapshots are ordered by store.Session.Version: a writer whose answer arrives
+// late (the run's end after the first prompt's title) never replaces a newer one, here or on the
+// wire (published).
 type sessionCache struct {
 	mu sync.Mutex
 	m  map[string]store.Session
+
+	// pubMu orders session:updated: a snapshot is checked against published and sent under it.
+	pubMu     sync.Mutex
+	published map[string]int64 // by session: the Version last sent as session:updated
 }
 
 func (c *sessionCache) get(id string) (store.Session, bool) {
@@ -38,8 +44,8 @@ func (c *sessionCache) get(id string) (store.Session, bool) {
 func (c *sessionCache) put(x store.Session) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if old, ok := c.m[x.ID]; ok && old.UpdatedAt.After(x.UpdatedAt) {
-		return // a newer write's session is already here (updated_at only grows)
+	if old, ok := c.m[x.ID]; ok && old.Version > x.Version {
+		return // a later write's session is already here
 	}
 	if c.m == nil || len(c.m) >= maxCachedSessions {
 		c.m = map[string]store.Session{}
@@ -51,6 +57,25 @@ func (c *sessionCache) drop(id string) {
 	c.mu.Lock()
 	delete(c.m, id)
 	c.mu.Unlock()
+	c.pubMu.Lock()
+	delete(c.published, id)
+	c.pubMu.Unlock()
+}
+
+// publish calls send with x unless a later snapshot of the session (a larger Version) or this
+// one was sent already; it caches x either way (put keeps the later one).
+func (c *sessionCache) publish(x store.Session, send func(store.Session)) {
+	c.put(x)
+	c.pubMu.Lock()
+	defer c.pubMu.Unlock()
+	if v, ok := c.published[x.ID]; ok && v >= x.Version {
+		return
+	}
+	if c.published == nil || len(c.published) >= maxCachedSessions {
+		c.published = map[string]int64{}
+	}
+	c.published[x.ID] = x.Version
+	send(x)
 }
 
 // cachedSession is getSession through the session cache (chat.send's and sessions.resume's lookup).

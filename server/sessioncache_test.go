@@ -79,3 +79,51 @@ func firstKind(sigs []signal, prefix string) string {
 	}
 	return ""
 }
+
+// TestSessionUpdatedNeverGoesBack: two writers of a session whose answers arrive out of their
+// commit order (the run's end status, then the first prompt's title committed after it but
+// published before) send one session:updated, the later snapshot's; the cache keeps it too.
+// Before the fix the run's end published the session without the title, and the cache kept it.
+func TestSessionUpdatedNeverGoesBack(t *testing.T) {
+	e := newEnv(t, nil)
+	a := e.dial()
+	a.hello()
+	sid := a.newSession()
+	ctx := context.Background()
+	updates := func(d time.Duration) (n int) { // session:updated frames within d
+		for {
+			f, err := a.tryNext(d)
+			require.NoError(t, err)
+			if f == nil {
+				return n
+			}
+			if strings.Contains(string(f), `"kind":"session:updated"`) {
+				n++
+			}
+		}
+	}
+	updates(100 * time.Millisecond) // sessions.create's own, if any, out of the way
+	older, err := e.st.SetStatus(ctx, sid, "idle")
+	require.NoError(t, err)
+	newer, changed, err := e.st.TitleFromPrompt(ctx, sid, "Plan the trip")
+	require.NoError(t, err)
+	require.True(t, changed)
+	require.Greater(t, newer.Version, older.Version, "every write counts")
+
+	e.srv.publishSession(newer)
+	e.srv.publishSession(older) // arrives late: dropped
+	e.srv.publishSession(newer) // the same snapshot again: dropped
+	s := a.nextSignal()
+	require.Equal(t, "session:updated", s.kind)
+	require.Contains(t, string(s.raw), `"title":"Plan the trip"`)
+	require.Zero(t, updates(200*time.Millisecond), "no stale or repeated session:updated")
+	cached, ok := e.srv.sessions.get(sid)
+	require.True(t, ok)
+	require.Equal(t, "Plan the trip", cached.Title)
+
+	// A later write goes out as usual.
+	a.result("sessions.rename", fmt.Sprintf(`{"sessionId":%q,"title":"Renamed"}`, sid))
+	s = a.nextSignal()
+	require.Equal(t, "session:updated", s.kind)
+	require.Contains(t, string(s.raw), `"title":"Renamed"`)
+}

@@ -24,13 +24,16 @@ type Session struct {
 	Archived    bool
 	Model       string // "provider/model"; "" means the server's default
 	TitleSet    bool   // the title was set (renamed, or named by the first prompt)
+	// Version counts the row's writes (0 when created): of two snapshots of a session, the one
+	// with the larger Version is the later (migration 00050).
+	Version int64
 }
 
-const sessionCols = `id::text, title, project_root, cwd, agent_id, status, created_at, updated_at, archived, model, title_set`
+const sessionCols = `id::text, title, project_root, cwd, agent_id, status, created_at, updated_at, archived, model, title_set, version`
 
 func scanSession(row pgx.Row) (Session, error) {
 	var x Session
-	err := row.Scan(&x.ID, &x.Title, &x.ProjectRoot, &x.Cwd, &x.AgentID, &x.Status, &x.CreatedAt, &x.UpdatedAt, &x.Archived, &x.Model, &x.TitleSet)
+	err := row.Scan(&x.ID, &x.Title, &x.ProjectRoot, &x.Cwd, &x.AgentID, &x.Status, &x.CreatedAt, &x.UpdatedAt, &x.Archived, &x.Model, &x.TitleSet, &x.Version)
 	return x, err
 }
 

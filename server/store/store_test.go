@@ -560,3 +560,35 @@ func TestStartRunPromptAndStatusTogether(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "idle", x.Status)
 }
+
+// TestSessionVersionCountsEveryWrite (migration 00050): each write of a session, whoever makes
+// it, answers a larger Version than the one before; a read answers the row's.
+func TestSessionVersionCountsEveryWrite(t *testing.T) {
+	s, _, _ := openURL(t)
+	ctx := context.Background()
+	x, err := s.CreateSession(ctx, store.Session{Title: "a", Status: "idle"})
+	require.NoError(t, err)
+	last := x.Version
+	next := func(what string, y store.Session, err error) {
+		t.Helper()
+		require.NoError(t, err, what)
+		require.Greater(t, y.Version, last, what)
+		last = y.Version
+	}
+	y, err := s.StartRun(ctx, x.ID, []store.EventRow{{SessionID: x.ID, TurnID: "t1", Kind: "user-prompt", Body: []byte(`{"kind":"user-prompt","text":"hi"}`)}})
+	next("start run", y, err)
+	y, err = s.FlushTranscript(ctx, store.TranscriptBatch{Rows: []store.EventRow{{SessionID: x.ID, TurnID: "t1", Kind: "markdown", Body: []byte(`{"kind":"markdown","text":"a"}`)}}, StatusOf: x.ID, Status: "idle"})
+	next("flush with status", y, err)
+	y, _, err = s.TitleFromPrompt(ctx, x.ID, "Named")
+	next("title", y, err)
+	y, err = s.RenameSession(ctx, x.ID, "Renamed")
+	next("rename", y, err)
+	y, err = s.SetStatus(ctx, x.ID, "idle")
+	next("same status again", y, err)
+	// A flush of rows alone (append_events) counts too: the next write answers more than one step.
+	_, err = s.FlushTranscript(ctx, store.TranscriptBatch{Rows: []store.EventRow{{SessionID: x.ID, TurnID: "t1", Kind: "markdown", Body: []byte(`{"kind":"markdown","text":"b"}`)}}})
+	require.NoError(t, err)
+	got, err := s.GetSession(ctx, x.ID)
+	require.NoError(t, err)
+	require.Greater(t, got.Version, last)
+}
