@@ -13,8 +13,8 @@ import (
 )
 
 // TestNegativeLimitsRefused: a negative limit or interval, as a flag or in the config file, stops
-// the server at start with a message naming it; before, the runtime silently replaced it by its
-// default.
+// the server at start with a message naming it, and so does a 0 for a flag whose default is not 0;
+// before, the server silently used the default.
 func TestNegativeLimitsRefused(t *testing.T) {
 	// A server that accepts the limit starts and serves: the timeout ends it, and the test fails.
 	run := func(args ...string) ([]byte, error) {
@@ -28,8 +28,10 @@ func TestNegativeLimitsRefused(t *testing.T) {
 	}{
 		{[]string{"--max-turns", "-3"}, "--max-turns -3: must not be negative"},
 		{[]string{"--max-run-time=-1m"}, "--max-run-time -1m0s: must not be negative"},
-		{[]string{"--concurrent-requests", "-1"}, "--concurrent-requests -1: must not be negative; give a positive value, or leave the flag out for its default (16)"},
-		{[]string{"--request-timeout=-5s"}, "--request-timeout -5s: must not be negative"},
+		{[]string{"--concurrent-requests", "-1"}, "--concurrent-requests -1: must be positive; give a positive value, or leave the flag out for its default (16)"},
+		{[]string{"--max-message-bytes", "0"}, "--max-message-bytes 0: must be positive"},
+		{[]string{"--hello-timeout=0s"}, "--hello-timeout 0s: must be positive; give a positive value, or leave the flag out for its default (30s)"},
+		{[]string{"--request-timeout=-5s"}, "--request-timeout -5s: must be positive"},
 	} {
 		args := append([]string{"start", "--listen", freeAddr(t), "--data-dir", t.TempDir()}, tc.args...)
 		out, err := run(args...)

@@ -176,7 +176,7 @@ func startCmd() *cobra.Command {
 		Short: "Start the server (on a managed local Postgres unless --database-url or DATABASE_URL is set)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := noNegativeFlags(cmd); err != nil {
+			if err := checkLimitFlags(cmd); err != nil {
 				return err
 			}
 			log := logger()
@@ -661,30 +661,39 @@ func overrideLimits(file, flags agent.Limits) agent.Limits {
 	return file
 }
 
-// noNegativeFlags refuses a negative count, size or duration among the flags given: every one of
-// them is a limit or an interval, and the server replaced a negative one by its default without a
-// word.
-func noNegativeFlags(cmd *cobra.Command) error {
+// checkLimitFlags refuses a negative count, size or duration among the flags given (every one of
+// them is a limit or an interval), and a 0 for a flag whose default is not 0 (the server took it
+// for the default without a word). A 0 for a flag whose default is 0 keeps its documented meaning
+// ("the config file's, else …").
+func checkLimitFlags(cmd *cobra.Command) error {
 	var err error
 	cmd.Flags().Visit(func(f *pflag.Flag) {
 		if err != nil {
 			return
 		}
-		neg := false
+		var v int64
 		switch f.Value.Type() {
 		case "int", "int64":
 			n, perr := strconv.ParseInt(f.Value.String(), 10, 64)
-			neg = perr == nil && n < 0
+			if perr != nil {
+				return
+			}
+			v = n
 		case "duration":
 			d, perr := time.ParseDuration(f.Value.String())
-			neg = perr == nil && d < 0
-		}
-		if neg {
-			def := " (" + f.DefValue + ")"
-			if f.DefValue == "0" || f.DefValue == "0s" {
-				def = "" // the config file's, else the runtime's: the flag's usage says which
+			if perr != nil {
+				return
 			}
-			err = fmt.Errorf("--%s %s: must not be negative; give a positive value, or leave the flag out for its default%s", f.Name, f.Value.String(), def)
+			v = int64(d)
+		default:
+			return
+		}
+		zeroDefault := f.DefValue == "0" || f.DefValue == "0s"
+		switch {
+		case v < 0 && zeroDefault:
+			err = fmt.Errorf("--%s %s: must not be negative; give a positive value, or leave the flag out for its default", f.Name, f.Value.String())
+		case v < 0 || (v == 0 && !zeroDefault):
+			err = fmt.Errorf("--%s %s: must be positive; give a positive value, or leave the flag out for its default (%s)", f.Name, f.Value.String(), f.DefValue)
 		}
 	})
 	return err

@@ -175,6 +175,8 @@ func TestConfigFileErrors(t *testing.T) {
 		"bad name":       {`{"providers":[{"name":"a/b","kind":"openai"}]}`, `must be letters, digits`},
 		"duplicate":      {`{"providers":[{"name":"a","kind":"openai"},{"name":"a","kind":"scripted"}]}`, `two providers are named "a"`},
 		"bad default":    {`{"default":"gpt"}`, `not of the form provider/model`},
+		"openai unset":   {`{"default":"openai/gpt-4o"}`, `set OPENAI_API_KEY (or OPENAI_BASE_URL`},
+		"unknown name":   {`{"default":"mine/m1"}`, `add a provider named "mine" to the config file (docs/providers.md)`},
 		"not json":       {`{`, `config`},
 		"negative turns": {`{"limits":{"maxTurns":-1}}`, `limits.maxTurns is negative`},
 		"negative time":  {`{"limits":{"maxWallTime":"-5m"}}`, `limits.maxWallTime is negative`},
