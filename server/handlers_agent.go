@@ -132,10 +132,12 @@ func (s *Server) sessionDone(id string, x store.Session, err error, what string)
 // publishSession sends session:updated with the session as it is, unless a later snapshot of it
 // (store.Session.Version) went out already: writers' answers can arrive out of their commit order.
 func (s *Server) publishSession(x store.Session) {
-	s.sessions.publish(x, func(x store.Session) {
+	s.sessions.publish(x, func(x store.Session) bool {
 		if _, err := s.hub.publish(&protocol.SessionUpdatedSignal{SessionID: x.ID, Session: s.sessionOut(x)}, nil, ""); err != nil {
 			s.log.Error("session:updated not sent", "session", x.ID, "err", err)
+			return false
 		}
+		return true
 	})
 }
 

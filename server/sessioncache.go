@@ -63,8 +63,9 @@ func (c *sessionCache) drop(id string) {
 }
 
 // publish calls send with x unless a later snapshot of the session (a larger Version) or this
-// one was sent already; it caches x either way (put keeps the later one).
-func (c *sessionCache) publish(x store.Session, send func(store.Session)) {
+// one was sent already; it caches x either way (put keeps the later one). A send that fails
+// (false) is not recorded: the same snapshot may go again.
+func (c *sessionCache) publish(x store.Session, send func(store.Session) bool) {
 	c.put(x)
 	c.pubMu.Lock()
 	defer c.pubMu.Unlock()
@@ -74,8 +75,9 @@ func (c *sessionCache) publish(x store.Session, send func(store.Session)) {
 	if c.published == nil || len(c.published) >= maxCachedSessions {
 		c.published = map[string]int64{}
 	}
-	c.published[x.ID] = x.Version
-	send(x)
+	if send(x) {
+		c.published[x.ID] = x.Version
+	}
 }
 
 // cachedSession is getSession through the session cache (chat.send's and sessions.resume's lookup).

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/zidane-server/zidane/server/store"
 )
 
 // The session cache behind chat.send (issue 10) stays correct across connections and session
@@ -126,4 +128,27 @@ func TestSessionUpdatedNeverGoesBack(t *testing.T) {
 	s = a.nextSignal()
 	require.Equal(t, "session:updated", s.kind)
 	require.Contains(t, string(s.raw), `"title":"Renamed"`)
+}
+
+// TestSessionCachePublishRecordsOnlyWhatWentOut: a snapshot whose send failed may go again; one
+// that went out, or an older one, does not; a deleted session starts over.
+func TestSessionCachePublishRecordsOnlyWhatWentOut(t *testing.T) {
+	var c sessionCache
+	var sent []int64
+	ok := false
+	send := func(x store.Session) bool {
+		sent = append(sent, x.Version)
+		return ok
+	}
+	x := store.Session{ID: "s", Version: 3}
+	c.publish(x, send) // fails
+	ok = true
+	c.publish(x, send) // goes out
+	c.publish(x, send)
+	c.publish(store.Session{ID: "s", Version: 2}, send)
+	c.publish(store.Session{ID: "s", Version: 4}, send)
+	require.Equal(t, []int64{3, 3, 4}, sent)
+	c.drop("s")
+	c.publish(store.Session{ID: "s", Version: 1}, send)
+	require.Equal(t, []int64{3, 3, 4, 1}, sent)
 }
