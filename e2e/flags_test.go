@@ -26,8 +26,8 @@ func TestNegativeLimitsRefused(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--max-turns", "-3"}, "--max-turns -3: must not be negative"},
-		{[]string{"--max-run-time=-1m"}, "--max-run-time -1m0s: must not be negative"},
+		{[]string{"--max-turns", "-3"}, "--max-turns -3: must be positive; give a positive value, or leave the flag out for its default\n"},
+		{[]string{"--max-run-time=-1m"}, "--max-run-time -1m0s: must be positive"},
 		{[]string{"--concurrent-requests", "-1"}, "--concurrent-requests -1: must be positive; give a positive value, or leave the flag out for its default (16)"},
 		{[]string{"--max-message-bytes", "0"}, "--max-message-bytes 0: must be positive"},
 		{[]string{"--hello-timeout=0s"}, "--hello-timeout 0s: must be positive; give a positive value, or leave the flag out for its default (30s)"},

@@ -19,9 +19,9 @@ const maxCachedSessions = 4096
 // It is kept correct by the server's session writes: every change of a session goes out as
 // session:updated through publishSession, which stores the new session here (rename, archive,
 // setModel, the title from the first prompt, the runtime's status changes), and sessions.delete
-// drops it. What it may hold stale is updated_at (the transcript writer bumps it without a
-// signal), which chat.send does not use; sessions.get and the other reads still ask the store.
-// A session deleted behind its back is caught by the run's durable write (ErrNotFound), which
+// drops it. What it may hold stale is updated_at and Version (the transcript writer bumps them
+// without a signal), which chat.send does not use; sessions.get and the other reads still ask the
+// store. A session deleted behind its back is caught by the run's durable write (ErrNotFound), which
 // drops the entry. Snapshots are ordered by store.Session.Version: a writer whose answer arrives
 // late (the run's end after the first prompt's title) never replaces a newer one, here or on the
 // wire (published).

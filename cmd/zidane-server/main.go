@@ -689,11 +689,12 @@ func checkLimitFlags(cmd *cobra.Command) error {
 			return
 		}
 		zeroDefault := f.DefValue == "0" || f.DefValue == "0s"
-		switch {
-		case v < 0 && zeroDefault:
-			err = fmt.Errorf("--%s %s: must not be negative; give a positive value, or leave the flag out for its default", f.Name, f.Value.String())
-		case v < 0 || (v == 0 && !zeroDefault):
-			err = fmt.Errorf("--%s %s: must be positive; give a positive value, or leave the flag out for its default (%s)", f.Name, f.Value.String(), f.DefValue)
+		if v < 0 || (v == 0 && !zeroDefault) {
+			def := " (" + f.DefValue + ")"
+			if zeroDefault {
+				def = "" // the config file's, else the runtime's: the flag's usage says which
+			}
+			err = fmt.Errorf("--%s %s: must be positive; give a positive value, or leave the flag out for its default%s", f.Name, f.Value.String(), def)
 		}
 	})
 	return err

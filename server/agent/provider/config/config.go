@@ -366,9 +366,9 @@ func Build(opts Options) (*Setup, error) {
 		hint := fmt.Sprintf("; add a provider named %q to the config file (docs/providers.md)", pn)
 		switch pn {
 		case "openai":
-			hint = "; set OPENAI_API_KEY (or OPENAI_BASE_URL for a local OpenAI-compatible server) in the server's environment, or add the provider to the config file (docs/providers.md)"
+			hint = "; set " + openai.DefaultKeyEnv + " (or OPENAI_BASE_URL for a local OpenAI-compatible server) in the server's environment, or add the provider to the config file (docs/providers.md)"
 		case "anthropic":
-			hint = "; set ANTHROPIC_API_KEY in the server's environment, or add the provider to the config file (docs/providers.md)"
+			hint = "; set " + anthropic.DefaultKeyEnv + " in the server's environment, or add the provider to the config file (docs/providers.md)"
 		}
 		return nil, fmt.Errorf("the default model %q names no configured provider; the providers are %s%s", s.Default, strings.Join(names, ", "), hint)
 	}
