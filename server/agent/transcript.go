@@ -68,7 +68,8 @@ type openBlock struct {
 }
 
 // newTranscriptWriter starts a writer; stored is told of the session as stored by each run's
-// start, in commit order.
+// start, after the run learned the outcome (a later write of the session may be told first:
+// store.Session.Version orders them).
 func newTranscriptWriter(st *store.Store, log *slog.Logger, stored func(store.Session)) *transcriptWriter {
 	w := &transcriptWriter{st: st, log: log, stored: stored, open: map[string]*openBlock{}, starts: map[string]*runStart{},
 		stop: make(chan struct{}), stopped: make(chan struct{})}
@@ -262,9 +263,6 @@ func (w *transcriptWriter) writeStart(sessionID string, st *runStart, failed fun
 		err = fmt.Errorf("%w: the prompt's write did not finish within %s", store.ErrBusy, startWriteTimeout)
 	}
 	cancel()
-	if err == nil && w.stored != nil {
-		w.stored(x) // before done: the run's later status changes follow it
-	}
 	w.mu.Lock()
 	if err != nil {
 		st.failed = true
@@ -293,6 +291,14 @@ func (w *transcriptWriter) writeStart(sessionID string, st *runStart, failed fun
 	w.mu.Unlock()
 	if err != nil {
 		failed()
+		return
+	}
+	// After done: the run goes on to its end's write while the session:updated fans out. Told
+	// before, the waiting run queued behind the hundred goroutines that fan-out woke and went on
+	// about 1 ms later (the persistence figure of docs/benchmarks.md). The session's snapshots
+	// are ordered by their Version, so this one cannot overtake the run's end status.
+	if w.stored != nil {
+		w.stored(x)
 	}
 }
 
