@@ -24,10 +24,13 @@ const maxCachedSessions = 4096
 // store. A session deleted behind its back is caught by the run's durable write (ErrNotFound), which
 // drops the entry. Snapshots are ordered by store.Session.Version: a writer whose answer arrives
 // late (the run's end after the first prompt's title) never replaces a newer one, here or on the
-// wire (published).
+// wire (published). A dropped session (deleted) is remembered as gone: a snapshot of it that
+// arrives late (a run's start, told after the run went on; a read that raced the delete) is
+// neither cached nor sent, so session:updated deleted:true stays its last word.
 type sessionCache struct {
-	mu sync.Mutex
-	m  map[string]store.Session
+	mu   sync.Mutex
+	m    map[string]store.Session
+	gone map[string]bool // dropped sessions (ids are never reused); bounded like m
 
 	// pubMu orders session:updated: a snapshot is checked against published and sent under it.
 	pubMu     sync.Mutex
@@ -44,6 +47,9 @@ func (c *sessionCache) get(id string) (store.Session, bool) {
 func (c *sessionCache) put(x store.Session) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.gone[x.ID] {
+		return
+	}
 	if old, ok := c.m[x.ID]; ok && old.Version > x.Version {
 		return // a later write's session is already here
 	}
@@ -53,22 +59,34 @@ func (c *sessionCache) put(x store.Session) {
 	c.m[x.ID] = x
 }
 
+// drop forgets a deleted session and remembers it as gone. A publish that passed its check
+// before finishes first (drop waits for pubMu), so the caller's deleted:true goes out after it.
 func (c *sessionCache) drop(id string) {
 	c.mu.Lock()
 	delete(c.m, id)
+	if c.gone == nil || len(c.gone) >= maxCachedSessions {
+		c.gone = map[string]bool{}
+	}
+	c.gone[id] = true
 	c.mu.Unlock()
 	c.pubMu.Lock()
 	delete(c.published, id)
 	c.pubMu.Unlock()
 }
 
-// publish calls send with x unless a later snapshot of the session (a larger Version) or this
-// one was sent already; it caches x either way (put keeps the later one). A send that fails
-// (false) is not recorded: the same snapshot may go again.
+// publish calls send with x unless the session was dropped, or a later snapshot of it (a larger
+// Version) or this one was sent already; it caches x either way (put keeps the later one). A
+// send that fails (false) is not recorded: the same snapshot may go again.
 func (c *sessionCache) publish(x store.Session, send func(store.Session) bool) {
-	c.put(x)
 	c.pubMu.Lock()
 	defer c.pubMu.Unlock()
+	c.mu.Lock()
+	gone := c.gone[x.ID]
+	c.mu.Unlock()
+	if gone {
+		return
+	}
+	c.put(x)
 	if v, ok := c.published[x.ID]; ok && v >= x.Version {
 		return
 	}

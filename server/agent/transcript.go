@@ -226,6 +226,12 @@ func (w *transcriptWriter) writeStart(sessionID string, st *runStart, failed fun
 	var err error
 	defer func() {
 		if r := recover(); r != nil { // a bug here must refuse the run, not end the process
+			select {
+			case <-st.done: // the outcome is out: the panic came from telling the session after it
+				w.log.Error("session:updated after a run's start panicked", "session", sessionID, "panic", r)
+				return
+			default:
+			}
 			w.log.Error("run start write panicked", "session", sessionID, "panic", r)
 			err = fmt.Errorf("the prompt's write failed: %v", r)
 			w.mu.Lock()
