@@ -402,10 +402,8 @@ func writeDaemonFile(ctx context.Context, st *store.Store, dataDir, scheme, addr
 	if b, err := os.ReadFile(path); err == nil {
 		var old client.DaemonFile
 		if json.Unmarshal(b, &old) == nil && old.Token != "" {
-			if t, err := st.LookupToken(ctx, old.Token); err == nil {
-				if _, err := st.RevokeToken(ctx, t.Name); err == nil {
-					log.Info("revoked the token of a stale daemon.json", "token", t.Name)
-				}
+			if t, err := st.RevokeTokenSecret(ctx, old.Token, "operator"); err == nil {
+				log.Info("revoked the token of a stale daemon.json", "token", t.Name)
 			}
 		}
 	}

@@ -41,3 +41,28 @@ func TestRevocationIsBroadcast(t *testing.T) {
 		t.Fatal("no revocation notification within 5 s")
 	}
 }
+
+// TestRevokeTokenSecretIsNoUse: revoking a stale daemon.json's token by its plaintext (a server's
+// start) leaves its last use as it was: `token list` showed the revocation as the token's last
+// use while the start looked it up first.
+func TestRevokeTokenSecretIsNoUse(t *testing.T) {
+	st := storetest.New(t)
+	ctx := context.Background()
+	plain, _, err := st.CreateToken(ctx, "local-1234abcd", "chat")
+	require.NoError(t, err)
+	got, err := st.RevokeTokenSecret(ctx, plain, "operator")
+	require.NoError(t, err)
+	require.Equal(t, "local-1234abcd", got.Name)
+	require.NotNil(t, got.RevokedAt)
+	require.Nil(t, got.LastUsedAt, "a revoke is not a use")
+	list, err := st.ListTokens(ctx)
+	require.NoError(t, err)
+	require.Len(t, list, 1)
+	require.Nil(t, list[0].LastUsedAt)
+	_, err = st.RevokeTokenSecret(ctx, plain, "operator")
+	require.ErrorIs(t, err, store.ErrNotFound, "already revoked")
+	_, err = st.RevokeTokenSecret(ctx, "not-a-token", "operator")
+	require.ErrorIs(t, err, store.ErrNotFound)
+	_, err = st.LookupToken(ctx, plain)
+	require.ErrorIs(t, err, store.ErrNotFound, "a revoked token no longer authenticates")
+}

@@ -155,11 +155,26 @@ func (s *Store) RevokeTokenBy(ctx context.Context, name, actor string) (Token, e
 	if err := checkText("token name", name); err != nil {
 		return Token{}, fmt.Errorf("revoke token: %w", err)
 	}
+	return s.revoke(ctx, "name = $1", name, actor)
+}
+
+// RevokeTokenSecret revokes the live token whose plaintext is given, recorded in the audit log as
+// actor's, without counting as a use of it (LookupToken would set last_used_at): how a server's
+// start revokes the token of a stale daemon.json. ErrNotFound if no live token has it.
+func (s *Store) RevokeTokenSecret(ctx context.Context, plaintext, actor string) (Token, error) {
+	if !strings.HasPrefix(plaintext, TokenPrefix) {
+		return Token{}, fmt.Errorf("revoke token: %w", ErrNotFound)
+	}
+	return s.revoke(ctx, "hash = $1", hashToken(plaintext), actor)
+}
+
+// revoke revokes the live token that where (a condition on $1 = arg) picks.
+func (s *Store) revoke(ctx context.Context, where string, arg any, actor string) (Token, error) {
 	var t Token
 	err := s.withConn(ctx, "revoke token", func(ctx context.Context, c *pgxpool.Conn) error {
 		var err error
 		t, err = scanToken(c.QueryRow(ctx,
-			`UPDATE tokens SET revoked_at = now() WHERE name = $1 AND revoked_at IS NULL RETURNING `+tokenCols, name))
+			`UPDATE tokens SET revoked_at = now() WHERE `+where+` AND revoked_at IS NULL RETURNING `+tokenCols, arg))
 		if err != nil {
 			return err
 		}
