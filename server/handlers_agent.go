@@ -185,17 +185,13 @@ func (h sessionsHandler) Archive(ctx context.Context, p *protocol.SessionsArchiv
 
 // Delete implements sessions.delete: refused while the session has a run or queued prompts.
 func (h sessionsHandler) Delete(ctx context.Context, p *protocol.SessionsDeleteParams) (*protocol.SessionsDeleteResult, error) {
-	if h.s.runs.IsRunning(p.SessionID) {
-		return nil, protocol.NewHandlerFailedError(fmt.Sprintf("Session %q has a run or queued prompts; cancel them with chat.cancel, wait for run:end, then delete it.", p.SessionID))
-	}
-	err := h.s.store.DeleteSession(ctx, p.SessionID)
+	err := h.s.runs.DeleteSession(p.SessionID, func() error { return h.s.store.DeleteSession(ctx, p.SessionID) })
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, sessionNotFound(p.SessionID, "List the sessions with sessions.list.")
 	}
 	if err != nil {
-		return nil, storeErr(err, "")
+		return nil, agentErr(err)
 	}
-	h.s.runs.Forget(p.SessionID)
 	h.s.tools.ForgetPlan(p.SessionID)
 	h.s.sessions.drop(p.SessionID)
 	h.s.dropViews(p.SessionID)

@@ -114,6 +114,9 @@ type Runtime struct {
 	pending map[string][]*run       // follow-ups, by session, in arrival order
 	dropped map[string][]droppedRun // runs that ended before they started, bracketed after the active run
 	wg      sync.WaitGroup          // one per accepted run until its run:end
+	// deleting holds the sessions DeleteSession is deleting (true) or deleted (false; ids are
+	// never reused, bounded like the server's session cache): Start refuses them.
+	deleting map[string]bool
 
 	content sync.Map // session id → *sync.Mutex: see contentLock
 }
@@ -186,6 +189,13 @@ func (r *Runtime) Start(ctx context.Context, x store.Session, prompt string, ori
 	if r.closed || r.base.Err() != nil {
 		r.mu.Unlock()
 		return "", nil, &Refusal{"The server is shutting down; send the prompt again once it is back."}
+	}
+	if deleting, ok := r.deleting[x.ID]; ok {
+		r.mu.Unlock()
+		if deleting {
+			return "", nil, &Refusal{fmt.Sprintf("Session %q is being deleted.", x.ID)}
+		}
+		return "", nil, fmt.Errorf("session %s: %w", x.ID, store.ErrNotFound)
 	}
 	runCtx, cancel := context.WithCancel(r.base)
 	ru := &run{id: uuid.NewString(), sessionID: x.ID, prompt: prompt, session: x, origin: origin, ctx: runCtx, cancel: cancel}
@@ -665,10 +675,44 @@ func (r *Runtime) Recover(ctx context.Context) ([]string, error) {
 }
 
 // Forget drops what the runtime holds of a deleted session: its conversation in memory and its
-// transcript rows not written yet. The session must have no run (the caller checks IsRunning).
+// transcript rows not written yet. The session must have no run: DeleteSession calls it.
 func (r *Runtime) Forget(sessionID string) {
 	r.conv.forget(sessionID)
 	r.writer.forget(sessionID)
+}
+
+// maxDeleted bounds the deleted sessions the runtime remembers; past it it starts over.
+const maxDeleted = 4096
+
+// DeleteSession runs del (the store's delete of the session) unless the session has a run, queued
+// follow-ups or dropped runs still to signal (IsRunning): then it returns a *Refusal and del does
+// not run. No run can start on the session while del runs (Start refuses it), nor after del
+// succeeded (Start answers store.ErrNotFound), so a chat.send racing the delete on another
+// connection never runs a model for a session that is gone. On success the runtime forgets what it
+// holds of the session (Forget). del's error is returned as is.
+func (r *Runtime) DeleteSession(sessionID string, del func() error) error {
+	r.mu.Lock()
+	if r.isRunningLocked(sessionID) || r.deleting[sessionID] {
+		r.mu.Unlock()
+		return &Refusal{fmt.Sprintf("Session %q has a run or queued prompts; cancel them with chat.cancel, wait for run:end, then delete it.", sessionID)}
+	}
+	if r.deleting == nil || len(r.deleting) >= maxDeleted {
+		r.deleting = map[string]bool{}
+	}
+	r.deleting[sessionID] = true
+	r.mu.Unlock()
+	err := del()
+	r.mu.Lock()
+	if err != nil {
+		delete(r.deleting, sessionID)
+	} else {
+		r.deleting[sessionID] = false
+	}
+	r.mu.Unlock()
+	if err == nil {
+		r.Forget(sessionID)
+	}
+	return err
 }
 
 // IsRunning reports whether the session has a run that has not sent its run:end, queued
@@ -676,6 +720,10 @@ func (r *Runtime) Forget(sessionID string) {
 func (r *Runtime) IsRunning(sessionID string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	return r.isRunningLocked(sessionID)
+}
+
+func (r *Runtime) isRunningLocked(sessionID string) bool {
 	if ru := r.active[sessionID]; ru != nil && !ru.ended {
 		return true
 	}

@@ -57,3 +57,60 @@ func TestStartSnapshotPanicKeepsTheRun(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "idle", got.Status)
 }
+
+// A session is deleted only without a run, and no run starts on it while the store deletes it or
+// after: a chat.send racing sessions.delete on another connection ran model turns for a session
+// that was gone (a break-it helper's report: both answered ok, or the send answered not found
+// while its run went on).
+func TestDeleteSessionExcludesRuns(t *testing.T) {
+	ctx := context.Background()
+	st := storetest.New(t)
+	rep := newRecorder()
+	rt, err := New(Config{Store: st, Reporter: rep, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), StepDelay: 20 * time.Millisecond})
+	require.NoError(t, err)
+	t.Cleanup(rt.Close)
+	x, err := st.CreateSession(ctx, store.Session{Title: "t", AgentID: "build", Status: "idle"})
+	require.NoError(t, err)
+
+	// A run holds the session: the delete is refused and the store is not asked.
+	runID, _, err := rt.Start(ctx, x, "Say hello.", nil)
+	require.NoError(t, err)
+	asked := false
+	err = rt.DeleteSession(x.ID, func() error { asked = true; return nil })
+	var rf *Refusal
+	require.ErrorAs(t, err, &rf)
+	assert.False(t, asked)
+	require.Eventually(t, func() bool { return !rt.IsRunning(x.ID) }, 10*time.Second, 5*time.Millisecond, "run %s did not end", runID)
+
+	// While the store deletes, a prompt is refused; the delete goes through.
+	inDelete, release := make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- rt.DeleteSession(x.ID, func() error {
+			close(inDelete)
+			<-release
+			return st.DeleteSession(ctx, x.ID)
+		})
+	}()
+	<-inDelete
+	_, _, err = rt.Start(ctx, x, "Again.", nil)
+	require.ErrorAs(t, err, &rf)
+	assert.Contains(t, rf.Message, "is being deleted")
+	close(release)
+	require.NoError(t, <-done)
+
+	// After it, a prompt with the session as read before the delete finds it gone, and no run
+	// starts.
+	_, _, err = rt.Start(ctx, x, "Once more.", nil)
+	require.ErrorIs(t, err, store.ErrNotFound)
+	assert.False(t, rt.IsRunning(x.ID))
+	assert.Equal(t, 1, count[*protocol.RunStartSignal](rep), "only the first prompt ran")
+
+	// A delete the store refuses leaves the session usable.
+	y, err := st.CreateSession(ctx, store.Session{Title: "u", AgentID: "build", Status: "idle"})
+	require.NoError(t, err)
+	require.Error(t, rt.DeleteSession(y.ID, func() error { return store.ErrBusy }))
+	_, stored, err := rt.Start(ctx, y, "Still here?", nil)
+	require.NoError(t, err)
+	require.NoError(t, stored(ctx))
+}
