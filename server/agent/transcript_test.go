@@ -29,18 +29,27 @@ func (p *panicOnce) SessionChanged(store.Session) {
 	}
 }
 
+// newRuntime starts a Runtime on a test store with rep and cfg's other settings, and creates a
+// session.
+func newRuntime(t *testing.T, rep Reporter, cfg Config) (*Runtime, *store.Store, store.Session) {
+	t.Helper()
+	st := storetest.New(t)
+	cfg.Store, cfg.Reporter, cfg.Logger = st, rep, slog.New(slog.NewTextHandler(io.Discard, nil))
+	rt, err := New(cfg)
+	require.NoError(t, err)
+	t.Cleanup(rt.Close)
+	x, err := st.CreateSession(context.Background(), store.Session{Title: "t", AgentID: "build", Status: "idle"})
+	require.NoError(t, err)
+	return rt, st, x
+}
+
 // A panic while telling the session after a run's start is logged: the run, whose prompt is
 // stored, goes on and ends ok, and the process does not end (the writer's recover must not close
 // the start's outcome a second time).
 func TestStartSnapshotPanicKeepsTheRun(t *testing.T) {
 	ctx := context.Background()
-	st := storetest.New(t)
 	rep := &panicOnce{recorder: newRecorder()}
-	rt, err := New(Config{Store: st, Reporter: rep, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	require.NoError(t, err)
-	t.Cleanup(rt.Close)
-	x, err := st.CreateSession(ctx, store.Session{Title: "t", AgentID: "build", Status: "idle"})
-	require.NoError(t, err)
+	rt, st, x := newRuntime(t, rep, Config{})
 	_, stored, err := rt.Start(ctx, x, "Say hello.", nil)
 	require.NoError(t, err)
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -64,13 +73,8 @@ func TestStartSnapshotPanicKeepsTheRun(t *testing.T) {
 // while its run went on).
 func TestDeleteSessionExcludesRuns(t *testing.T) {
 	ctx := context.Background()
-	st := storetest.New(t)
 	rep := newRecorder()
-	rt, err := New(Config{Store: st, Reporter: rep, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), StepDelay: 20 * time.Millisecond})
-	require.NoError(t, err)
-	t.Cleanup(rt.Close)
-	x, err := st.CreateSession(ctx, store.Session{Title: "t", AgentID: "build", Status: "idle"})
-	require.NoError(t, err)
+	rt, st, x := newRuntime(t, rep, Config{StepDelay: 20 * time.Millisecond})
 
 	// A run holds the session: the delete is refused and the store is not asked.
 	runID, _, err := rt.Start(ctx, x, "Say hello.", nil)
