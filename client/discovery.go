@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -70,7 +71,7 @@ func ReadDaemonFile(dataDir string) (*DaemonFile, error) {
 		return nil, fmt.Errorf("%s is not a valid daemon file; restart the server", path)
 	}
 	if d.PID > 0 {
-		if err := syscall.Kill(d.PID, 0); errors.Is(err, syscall.ESRCH) {
+		if err := syscall.Kill(d.PID, 0); errors.Is(err, syscall.ESRCH) || exited(d.PID) {
 			return nil, &StaleDaemonFileError{Path: path, PID: d.PID}
 		}
 		// The pid may have been reused by another program since the server died.
@@ -111,4 +112,19 @@ func unixClient(url string) (*http.Client, string) {
 		return d.DialContext(ctx, "unix", path)
 	}}
 	return &http.Client{Transport: tr}, "ws://localhost/"
+}
+
+// exited reports whether pid is a process that has exited but was not reaped yet (a zombie, state
+// Z or X in /proc/<pid>/stat): a server killed a moment ago whose parent has not waited for it.
+// Where /proc cannot tell, the process counts as running.
+func exited(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	i := bytes.LastIndexByte(b, ')') // the command name, in parentheses, may hold anything
+	if i < 0 || i+2 >= len(b) {
+		return false
+	}
+	return b[i+2] == 'Z' || b[i+2] == 'X'
 }

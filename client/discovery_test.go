@@ -5,7 +5,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -76,4 +78,21 @@ func TestFieldCase_B43_StaleDaemonFileOfAnotherProgram(t *testing.T) {
 	assert.Contains(t, err.Error(), "is stale")
 	assert.Contains(t, err.Error(), "another program (sleep)")
 	assert.Contains(t, err.Error(), "Start the server again")
+}
+
+// A server killed a moment ago whose parent has not reaped it yet is a zombie: its daemon.json is
+// stale at once (a start on its data dir was refused as "in use" until the parent waited; a
+// break-it helper's report).
+func TestStaleDaemonFileOfAZombie(t *testing.T) {
+	dir := t.TempDir()
+	pid := startProgram(t, "zidane-server")
+	require.NoError(t, os.WriteFile(filepath.Join(dir, DaemonFileName), []byte(`{"url":"ws://127.0.0.1:1","token":"zds_x","pid":`+strconv.Itoa(pid)+`}`), 0o600))
+	_, err := ReadDaemonFile(dir)
+	require.NoError(t, err, "a running server's file")
+	require.NoError(t, syscall.Kill(pid, syscall.SIGKILL)) // not waited for: a zombie until cleanup
+	require.Eventually(t, func() bool { return exited(pid) }, 5*time.Second, 10*time.Millisecond)
+	_, err = ReadDaemonFile(dir)
+	var stale *StaleDaemonFileError
+	require.ErrorAs(t, err, &stale)
+	assert.ErrorContains(t, err, "which is not running")
 }

@@ -77,7 +77,7 @@ const (
 	msgNotObject   = `Invalid Request: a request must be a JSON object with "jsonrpc":"2.0" and a string "method".`
 	msgJSONRPC     = `Invalid Request: "jsonrpc" must be the string "2.0".`
 	msgMethod      = `Invalid Request: "method" must be a string.`
-	msgParams      = "Invalid Request: params must be an object or an array."
+	msgParams      = "Invalid Request: params must be an object (every method takes named params), or left out."
 	msgIDType      = `Invalid Request: "id" must be a string, a number or null.`
 	msgDupPrefix   = "Invalid Request: duplicate member "
 	msgBadResult   = "Internal error: the server produced a result that is not valid JSON."

@@ -273,7 +273,7 @@ func TestFieldCase_B09_Params(t *testing.T) {
 			req("7", "m", `{ "b" : [ 1 , 2.50 ] , "a":"\u00e9" }`)),
 	})
 	f := DecodeFrame([]byte(`{"jsonrpc":"2.0","id":1,"method":"test.echo","params":null}`))
-	assert.Equal(t, `{"jsonrpc":"2.0","id":1,"error":{"code":-32600,"message":"Invalid Request: params must be an object or an array."}}`,
+	assert.Equal(t, `{"jsonrpc":"2.0","id":1,"error":{"code":-32600,"message":"Invalid Request: params must be an object (every method takes named params), or left out."}}`,
 		string(EncodeError(f.Items[0].ErrID, f.Items[0].Err)))
 }
 

@@ -387,7 +387,7 @@ func dataDirInUse(dataDir string) error {
 	if comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", d.PID)); err == nil && !strings.HasPrefix(string(comm), "zidane-server") {
 		return nil // the pid was reused by another program: stale
 	}
-	return fmt.Errorf("data dir %s is in use by zidane-server pid %d (%s); stop it, or pass another --data-dir",
+	return fmt.Errorf("data dir %s is in use by zidane-server pid %d (%s); stop it, or give this server a data dir of its own: --data-dir DIR, or ZIDANE_SERVER_HOME=DIR (also with make run)",
 		dataDir, d.PID, filepath.Join(dataDir, client.DaemonFileName))
 }
 
