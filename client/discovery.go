@@ -31,6 +31,10 @@ type DaemonFile struct {
 	ProtocolVersion int `json:"protocolVersion"`
 	// Token is a chat token minted for local clients; revoked when the server stops.
 	Token string `json:"token"`
+	// ExternalDatabase is set when the server uses the database of its --database-url (or
+	// DATABASE_URL), not the managed Postgres under the data dir: an operator command on the same
+	// data dir needs the same URL. The URL itself is not written here (it may hold a password).
+	ExternalDatabase bool `json:"externalDatabase,omitempty"`
 }
 
 // DaemonFileName is the file's name inside the data directory.

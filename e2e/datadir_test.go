@@ -63,3 +63,28 @@ func TestDataDirOwnership(t *testing.T) {
 	assert.Equal(t, 1, live, "one live local token, the new server's:\n%s", o)
 	c.stop()
 }
+
+// An operator command on the data dir of a server that uses an external database, without that
+// database's URL, is refused and says which flag to pass: it used to start a managed Postgres
+// under the data dir and mint a token there, which the running server then refused (401; a
+// break-it helper's report).
+func TestOperatorCommandNeedsTheServersDatabase(t *testing.T) {
+	db := storetest.URL(t)
+	data := t.TempDir()
+	startServer(t, serverOpts{dbURL: db, dataDir: data})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	mint := exec.CommandContext(ctx, serverBin, "token", "create", "--name", "elsewhere", "--scope", "chat", "--data-dir", data)
+	mint.Env = env(true)
+	out, err := mint.CombinedOutput()
+	require.Error(t, err, "%s", out)
+	assert.Contains(t, string(out), "uses the database of its --database-url")
+	assert.Contains(t, string(out), "pass the same --database-url (or DATABASE_URL)")
+	_, serr := os.Stat(filepath.Join(data, "postgres"))
+	assert.True(t, os.IsNotExist(serr), "a managed Postgres was set up under the data dir")
+
+	ok := exec.CommandContext(ctx, serverBin, "token", "create", "--name", "here", "--scope", "chat", "--data-dir", data, "--database-url", db)
+	ok.Env = env(true)
+	out, err = ok.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+}

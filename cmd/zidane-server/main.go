@@ -82,6 +82,11 @@ func (f *dbFlags) open(ctx context.Context, log *slog.Logger) (*store.Store, fun
 		}
 		return st, st.Close, nil
 	}
+	if d, err := client.ReadDaemonFile(f.dataDir); err == nil && d.ExternalDatabase {
+		// A managed Postgres started here would not be the running server's database: a token
+		// minted in it would be refused.
+		return nil, nil, fmt.Errorf("the server on data dir %s (pid %d) uses the database of its --database-url, not a managed one: pass the same --database-url (or DATABASE_URL) to this command", f.dataDir, d.PID)
+	}
 	if _, err := os.Stat(store.ManagedSocket(f.dataDir)); err == nil {
 		cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 		st, err := store.Open(cctx, store.ManagedURL(f.dataDir), store.Options{Logger: log})
@@ -287,7 +292,7 @@ func startCmd() *cobra.Command {
 			}
 			// daemon.json is in place before the first request is served: a client that sees the
 			// server healthy finds it.
-			removeDaemonFile, err := writeDaemonFile(ctx, st, db.dataDir, scheme, addr, unixSocket, srv.Epoch(), log)
+			removeDaemonFile, err := writeDaemonFile(ctx, st, db.dataDir, scheme, addr, unixSocket, srv.Epoch(), db.databaseURL != "", log)
 			if err != nil {
 				log.Warn("daemon.json not written; local clients need ZIDANE_URL and ZIDANE_TOKEN", "err", err)
 			} else {
@@ -394,7 +399,7 @@ func dataDirInUse(dataDir string) error {
 // writeDaemonFile mints a chat token for local clients and writes <data-dir>/daemon.json (mode
 // 0600). A stale file's token (a server that did not stop cleanly) is revoked first. The returned
 // func removes the file if it is still this server's and revokes this server's token.
-func writeDaemonFile(ctx context.Context, st *store.Store, dataDir, scheme, addr, socket, epoch string, log *slog.Logger) (func(), error) {
+func writeDaemonFile(ctx context.Context, st *store.Store, dataDir, scheme, addr, socket, epoch string, external bool, log *slog.Logger) (func(), error) {
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return nil, err
 	}
@@ -420,6 +425,7 @@ func writeDaemonFile(ctx context.Context, st *store.Store, dataDir, scheme, addr
 	d := client.DaemonFile{
 		URL: scheme + "://" + net.JoinHostPort(host, port), Port: p, Socket: socket, PID: os.Getpid(),
 		StartedAt: time.Now().UnixMilli(), ProtocolVersion: protocol.ProtocolVersion, Token: plain,
+		ExternalDatabase: external,
 	}
 	b, _ := json.MarshalIndent(d, "", "  ")
 	tmp := path + ".tmp"
