@@ -80,8 +80,7 @@ func (p *Proxy) RST() {
 	}
 	p.mu.Unlock()
 	for _, x := range ps {
-		x.reset()
-		p.drop(x) // its sockets are closed now: no longer open for Open and MaxOpen
+		p.close(x)
 	}
 }
 
@@ -200,6 +199,14 @@ func (p *Proxy) drop(x *pair) {
 	p.mu.Unlock()
 }
 
+// close resets a pair the proxy ends itself. It stops counting as open first: once its sockets
+// close the client may connect again at once, and that new connection must not find the old one
+// still counted (Open, MaxOpen: a client that never held two sockets was seen holding two).
+func (p *Proxy) close(x *pair) {
+	p.drop(x)
+	x.reset()
+}
+
 // closedConn marks a pair reset before its server side was dialed.
 var closedConn net.Conn = &net.TCPConn{}
 
@@ -227,10 +234,11 @@ func (p *Proxy) serve(x *pair, mode string, status int) {
 	switch mode {
 	case "stall":
 		io.Copy(io.Discard, x.client) // hold until the client or RST closes it
-		x.reset()
+		p.close(x)
 		return
 	case "respond":
 		req, err := http.ReadRequest(bufio.NewReader(x.client))
+		p.drop(x) // before the answer, after which the client may connect again (close)
 		if err == nil {
 			req.Body.Close()
 			fmt.Fprintf(x.client, "HTTP/1.1 %d %s\r\nContent-Length: 0\r\nConnection: close\r\n\r\n", status, http.StatusText(status))
@@ -243,7 +251,7 @@ func (p *Proxy) serve(x *pair, mode string, status int) {
 	p.mu.Unlock()
 	s, err := net.Dial("tcp", target)
 	if err != nil {
-		x.reset()
+		p.close(x)
 		return
 	}
 	x.mu.Lock()
@@ -258,7 +266,7 @@ func (p *Proxy) serve(x *pair, mode string, status int) {
 	go func() { p.copy(x, x.client, s, false); done <- struct{}{} }()
 	go func() { p.copy(x, s, x.client, true); done <- struct{}{} }()
 	<-done
-	x.reset()
+	p.close(x)
 	<-done
 }
 
@@ -289,7 +297,7 @@ func (p *Proxy) copy(x *pair, src, dst net.Conn, down bool) {
 				}
 			}
 			if cut {
-				x.reset()
+				p.close(x)
 				return
 			}
 		}
