@@ -443,11 +443,6 @@ func (h chatHandler) Send(ctx context.Context, p *protocol.ChatSendParams) (*pro
 			return nil, agentErr(h.s.notFoundAfterCache(x.ID, hint, err))
 		}
 	}
-	if !x.TitleSet && stored != nil {
-		// Only a prompt that starts at once names the session: a follow-up queued behind it
-		// (pipelined sends) answers first, and named the session after the second prompt.
-		h.s.titleFromPrompt(x.ID, p.Prompt)
-	}
 	return &protocol.ChatSendResult{RunID: runID}, nil
 }
 

@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unicode"
 
 	"github.com/zidane-server/zidane/protocol"
+	"github.com/zidane-server/zidane/server/agent"
 	"github.com/zidane-server/zidane/server/store"
 )
 
@@ -202,42 +202,5 @@ func (h sessionsHandler) Delete(ctx context.Context, p *protocol.SessionsDeleteP
 	return &protocol.SessionsDeleteResult{Deleted: true}, nil
 }
 
-// titleFromPrompt names a session nobody named from its first prompt (its first line, at most 60
-// characters) and tells every connection.
-func (s *Server) titleFromPrompt(sessionID, prompt string) {
-	line := strings.TrimSpace(strings.SplitN(strings.TrimSpace(prompt), "\n", 2)[0])
-	line = strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) {
-			return ' '
-		}
-		return r
-	}, line)
-	line = strings.TrimSpace(line)
-	if !visible(line) {
-		return // a prompt of control or invisible characters leaves the title as it is
-	}
-	if r := []rune(line); len(r) > 60 {
-		line = strings.TrimSpace(string(r[:60])) + "…"
-	}
-	ctx, cancel := context.WithTimeout(s.baseCtx, 5*time.Second)
-	defer cancel()
-	x, changed, err := s.store.TitleFromPrompt(ctx, sessionID, line)
-	if err != nil {
-		s.log.Warn("title from the first prompt not set", "session", sessionID, "err", err)
-		return
-	}
-	if changed {
-		s.publishSession(x)
-	}
-}
-
-// visible reports whether s has a character that shows: a graphic rune that is neither a space
-// nor a format character (zero-width space, joiners, direction marks).
-func visible(s string) bool {
-	for _, r := range s {
-		if unicode.IsGraphic(r) && !unicode.IsSpace(r) && !unicode.In(r, unicode.Cf) {
-			return true
-		}
-	}
-	return false
-}
+// visible reports whether s has a character that shows (agent.Visible).
+func visible(s string) bool { return agent.Visible(s) }

@@ -54,6 +54,7 @@ type queuedRow struct {
 // runStart is a run's start write (begin). Until it is written the session's rows stay queued;
 // once it failed, the session's rows are dropped until the run ends (end): the run is refused.
 type runStart struct {
+	title  string        // names the session if nothing did (store.StartRun)
 	seq    uint64        // the prompt row's
 	done   chan struct{} // closed once written or failed
 	err    error         // set before done closes
@@ -204,11 +205,11 @@ func (w *transcriptWriter) queue(sessionID string, ev protocol.StreamEvent) {
 // InterruptRunning ends at the next start; one killed before it loses a prompt whose chat.send was
 // never answered. When it fails, nothing of the run is written (its rows are dropped until end) and
 // the session's earlier rows stay queued, and failed is called (the runtime ends the run).
-func (w *transcriptWriter) begin(sessionID string, prompt protocol.StreamEvent, failed func()) *runStart {
+func (w *transcriptWriter) begin(sessionID string, prompt protocol.StreamEvent, title string, failed func()) *runStart {
 	w.mu.Lock()
 	w.closeLocked(sessionID)
 	w.queue(sessionID, prompt)
-	st := &runStart{seq: w.seq, done: make(chan struct{})}
+	st := &runStart{title: title, seq: w.seq, done: make(chan struct{})}
 	w.starts[sessionID] = st
 	w.mu.Unlock()
 	go w.writeStart(sessionID, st, failed)
@@ -264,7 +265,7 @@ func (w *transcriptWriter) writeStart(sessionID string, st *runStart, failed fun
 		evs[i] = r.EventRow
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), startWriteTimeout)
-	x, err := w.st.StartRun(ctx, sessionID, evs)
+	x, err := w.st.StartRun(ctx, sessionID, evs, st.title)
 	if err != nil && ctx.Err() != nil && !errors.Is(err, store.ErrBusy) {
 		err = fmt.Errorf("%w: the prompt's write did not finish within %s", store.ErrBusy, startWriteTimeout)
 	}

@@ -404,9 +404,11 @@ func (s *Store) updateSession(ctx context.Context, op, id, set string, arg any, 
 // run:start while it is in flight, and chat.send answers after it): it appends rows (the run's
 // prompt, after any rows of the session not written yet) and sets the session's status to
 // "running", in one implicit transaction sent as one batch, and returns the session as stored. A server killed right after it leaves the session "running",
-// which InterruptRunning ends at the next start (issue 8, "Crashes"). Errors as AppendEvents
-// (ErrNotFound for a session that does not exist; nothing is written then).
-func (s *Store) StartRun(ctx context.Context, sessionID string, rows []EventRow) (Session, error) {
+// which InterruptRunning ends at the next start (issue 8, "Crashes"). title (unless "") names a
+// session that nothing named yet, in the same transaction: the first prompt stored names it,
+// whatever order concurrent chat.send answers come in. Errors as AppendEvents (ErrNotFound for a
+// session that does not exist; nothing is written then).
+func (s *Store) StartRun(ctx context.Context, sessionID string, rows []EventRow, title string) (Session, error) {
 	u, err := parseID("start run", sessionID)
 	if err != nil {
 		return Session{}, err
@@ -414,6 +416,9 @@ func (s *Store) StartRun(ctx context.Context, sessionID string, rows []EventRow)
 	sess, turns, kinds, bodies, err := eventArrays("start run", rows)
 	if err != nil {
 		return Session{}, err
+	}
+	if err := checkText("title", title); err != nil {
+		return Session{}, fmt.Errorf("start run: %w", err)
 	}
 	var out Session
 	err = s.withConn(ctx, "start run", func(ctx context.Context, c *pgxpool.Conn) error {
@@ -423,7 +428,10 @@ func (s *Store) StartRun(ctx context.Context, sessionID string, rows []EventRow)
 		if len(rows) > 0 {
 			b.Queue(`SELECT append_events($1, $2, $3, $4)`, sess, turns, kinds, bodies)
 		}
-		b.Queue(`UPDATE sessions SET status = 'running', updated_at = greatest(now(), updated_at) WHERE id = $1 RETURNING `+sessionCols, u)
+		b.Queue(`UPDATE sessions SET status = 'running', updated_at = greatest(now(), updated_at),
+			        title = CASE WHEN NOT title_set AND $2 <> '' THEN $2 ELSE title END,
+			        title_set = title_set OR $2 <> ''
+			  WHERE id = $1 RETURNING `+sessionCols, u, title)
 		br := c.SendBatch(ctx, b)
 		if len(rows) > 0 {
 			var n int // append_events raises unless it appended every row

@@ -518,7 +518,7 @@ func TestStartRunPromptAndStatusTogether(t *testing.T) {
 		{SessionID: a.ID, TurnID: "t0", Kind: "markdown", Body: []byte(`{"kind":"markdown","text":"queued before"}`)},
 		{SessionID: a.ID, TurnID: "t1", Kind: "user-prompt", Body: []byte(`{"kind":"user-prompt","text":"hi","turnId":"t1"}`)},
 	}
-	x, err := s.StartRun(ctx, a.ID, rows)
+	x, err := s.StartRun(ctx, a.ID, rows, "")
 	require.NoError(t, err)
 	assert.Equal(t, "running", x.Status)
 	got, err := s.GetSession(ctx, a.ID)
@@ -533,9 +533,9 @@ func TestStartRunPromptAndStatusTogether(t *testing.T) {
 	b, err := s.CreateSession(ctx, store.Session{Title: "b", Status: "idle"})
 	require.NoError(t, err)
 	mixed := []store.EventRow{{SessionID: b.ID, TurnID: "t", Kind: "user-prompt", Body: []byte(`{}`)}, {SessionID: "00000000-0000-0000-0000-000000000000", TurnID: "t", Kind: "user-prompt", Body: []byte(`{}`)}}
-	_, err = s.StartRun(ctx, b.ID, mixed)
+	_, err = s.StartRun(ctx, b.ID, mixed, "")
 	assert.ErrorIs(t, err, store.ErrNotFound)
-	_, err = s.StartRun(ctx, "00000000-0000-0000-0000-000000000000", nil)
+	_, err = s.StartRun(ctx, "00000000-0000-0000-0000-000000000000", nil, "")
 	assert.ErrorIs(t, err, store.ErrNotFound)
 	got, err = s.GetSession(ctx, b.ID)
 	require.NoError(t, err)
@@ -575,7 +575,7 @@ func TestSessionVersionCountsEveryWrite(t *testing.T) {
 		require.Greater(t, y.Version, last, what)
 		last = y.Version
 	}
-	y, err := s.StartRun(ctx, x.ID, []store.EventRow{{SessionID: x.ID, TurnID: "t1", Kind: "user-prompt", Body: []byte(`{"kind":"user-prompt","text":"hi"}`)}})
+	y, err := s.StartRun(ctx, x.ID, []store.EventRow{{SessionID: x.ID, TurnID: "t1", Kind: "user-prompt", Body: []byte(`{"kind":"user-prompt","text":"hi"}`)}}, "")
 	next("start run", y, err)
 	y, err = s.FlushTranscript(ctx, store.TranscriptBatch{Rows: []store.EventRow{{SessionID: x.ID, TurnID: "t1", Kind: "markdown", Body: []byte(`{"kind":"markdown","text":"a"}`)}}, StatusOf: x.ID, Status: "idle"})
 	next("flush with status", y, err)
@@ -591,4 +591,32 @@ func TestSessionVersionCountsEveryWrite(t *testing.T) {
 	got, err := s.GetSession(ctx, x.ID)
 	require.NoError(t, err)
 	require.Greater(t, got.Version, last)
+}
+
+// TestStartRunNamesTheSession: the first prompt stored names a session nobody named, in its
+// start's transaction; later prompts, and an empty title, leave the name (pipelined chat.send
+// answers named the session after the second prompt when the handler named it).
+func TestStartRunNamesTheSession(t *testing.T) {
+	s := storetest.New(t)
+	ctx := context.Background()
+	x, err := s.CreateSession(ctx, store.Session{Title: "New session", AgentID: "build", Status: "idle"})
+	require.NoError(t, err)
+	y, err := s.StartRun(ctx, x.ID, nil, "")
+	require.NoError(t, err)
+	assert.Equal(t, "New session", y.Title)
+	assert.False(t, y.TitleSet)
+	y, err = s.StartRun(ctx, x.ID, nil, "first")
+	require.NoError(t, err)
+	assert.Equal(t, "first", y.Title)
+	assert.True(t, y.TitleSet)
+	y, err = s.StartRun(ctx, x.ID, nil, "second")
+	require.NoError(t, err)
+	assert.Equal(t, "first", y.Title)
+	named, err := s.CreateSession(ctx, store.Session{Title: "Budget", TitleSet: true, AgentID: "build", Status: "idle"})
+	require.NoError(t, err)
+	y, err = s.StartRun(ctx, named.ID, nil, "Plan the trip")
+	require.NoError(t, err)
+	assert.Equal(t, "Budget", y.Title)
+	_, err = s.StartRun(ctx, x.ID, nil, "bad\x00title")
+	require.ErrorIs(t, err, store.ErrInvalidText)
 }
