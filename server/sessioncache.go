@@ -23,7 +23,7 @@ const maxCachedSessions = 4096
 // without a signal), which chat.send does not use; sessions.get and the other reads still ask the
 // store. A session deleted behind its back is caught by the run's durable write (ErrNotFound), which
 // drops the entry. Snapshots are ordered by store.Session.Version: a writer whose answer arrives
-// late (the run's end after the first prompt's title) never replaces a newer one, here or on the
+// late (a run's start, told after the run went on, after the run's end) never replaces a newer one, here or on the
 // wire (published). A dropped session (deleted) is remembered as gone: a snapshot of it that
 // arrives late (a run's start, told after the run went on; a read that raced the delete) is
 // neither cached nor sent, so session:updated deleted:true stays its last word.
@@ -44,19 +44,22 @@ func (c *sessionCache) get(id string) (store.Session, bool) {
 	return x, ok
 }
 
-func (c *sessionCache) put(x store.Session) {
+// put caches x unless a later write's session is cached; false when the session was dropped
+// (deleted): then nothing of it is cached.
+func (c *sessionCache) put(x store.Session) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.gone[x.ID] {
-		return
+		return false
 	}
 	if old, ok := c.m[x.ID]; ok && old.Version > x.Version {
-		return // a later write's session is already here
+		return true // a later write's session is already here
 	}
 	if c.m == nil || len(c.m) >= maxCachedSessions {
 		c.m = map[string]store.Session{}
 	}
 	c.m[x.ID] = x
+	return true
 }
 
 // drop forgets a deleted session and remembers it as gone. A publish that passed its check
@@ -80,13 +83,9 @@ func (c *sessionCache) drop(id string) {
 func (c *sessionCache) publish(x store.Session, send func(store.Session) bool) {
 	c.pubMu.Lock()
 	defer c.pubMu.Unlock()
-	c.mu.Lock()
-	gone := c.gone[x.ID]
-	c.mu.Unlock()
-	if gone {
+	if !c.put(x) {
 		return
 	}
-	c.put(x)
 	if v, ok := c.published[x.ID]; ok && v >= x.Version {
 		return
 	}

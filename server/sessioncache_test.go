@@ -107,9 +107,8 @@ func TestSessionUpdatedNeverGoesBack(t *testing.T) {
 	updates(100 * time.Millisecond) // sessions.create's own, if any, out of the way
 	older, err := e.st.SetStatus(ctx, sid, "idle")
 	require.NoError(t, err)
-	newer, changed, err := e.st.TitleFromPrompt(ctx, sid, "Plan the trip")
+	newer, err := e.st.StartRun(ctx, sid, nil, "Plan the trip") // the first prompt's title
 	require.NoError(t, err)
-	require.True(t, changed)
 	require.Greater(t, newer.Version, older.Version, "every write counts")
 
 	e.srv.publishSession(newer)

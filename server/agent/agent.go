@@ -238,7 +238,11 @@ func (r *Runtime) launch(ctx context.Context, ru *run) {
 	ready := make(chan struct{})
 	l := r.contentLock(ru.sessionID) // the prompt is content: see Consistent
 	l.Lock()
-	ru.start = r.writer.begin(ru.sessionID, prompt, PromptTitle(ru.prompt), ru.cancel)
+	title := ""
+	if !ru.session.TitleSet { // only ever goes from false to true: a stale copy may only ask twice
+		title = PromptTitle(ru.prompt)
+	}
+	ru.start = r.writer.begin(ru.sessionID, prompt, title, ru.cancel)
 	go r.execute(ru, ready)
 	r.publish(&protocol.RunStartSignal{SessionID: ru.sessionID, RunID: ru.id}, ru)
 	if rs, ok := r.tools.(RunStarter); ok {

@@ -26,7 +26,7 @@ func PromptTitle(prompt string) string {
 	if r := []rune(line); len(r) > maxTitleRunes {
 		line = strings.TrimSpace(string(r[:maxTitleRunes])) + "…"
 	}
-	return strings.ToValidUTF8(line, "\uFFFD")
+	return line
 }
 
 // Visible reports whether s has a character that shows: a graphic rune that is neither a space

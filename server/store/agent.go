@@ -347,16 +347,6 @@ func (s *Store) RenameSession(ctx context.Context, id, title string) (Session, e
 	return s.updateSession(ctx, "rename session", id, `title = $2, title_set = true`, title)
 }
 
-// TitleFromPrompt sets the title of a session whose title nobody set yet, once; changed says
-// whether it did (false, without error, for a session already named).
-func (s *Store) TitleFromPrompt(ctx context.Context, id, title string) (x Session, changed bool, err error) {
-	x, err = s.updateSession(ctx, "title from prompt", id, `title = $2, title_set = true`, title, `AND NOT title_set`)
-	if errors.Is(err, ErrNotFound) {
-		return Session{}, false, nil
-	}
-	return x, err == nil, err
-}
-
 // ArchiveSession sets the session's archived flag. ErrNotFound when it does not exist.
 func (s *Store) ArchiveSession(ctx context.Context, id string, archived bool) (Session, error) {
 	return s.updateSession(ctx, "archive session", id, `archived = $2`, archived)
