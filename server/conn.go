@@ -59,6 +59,10 @@ type conn struct {
 	handoff       *time.Timer // the watchdog; nil until the first request after hello
 	helloTimer    *time.Timer
 
+	// orderTail is the last ordered request's ticket (order.go); only the reading goroutine
+	// uses it.
+	orderTail chan struct{}
+
 	view atomic.Pointer[connView] // the session this connection shows (presence); nil: none, never declared
 }
 
@@ -204,14 +208,20 @@ func (c *conn) handleFrame(data []byte) bool {
 			// Until the handshake completes, frames run strictly in arrival order (field case B12).
 			// Notifications always do: they have no answer to match, so their effects must follow
 			// the order they were sent in (a draft's keystrokes: the last one wins).
-			c.apart(func() { c.answer(req) })
+			t := c.takeTicket(req)
+			c.apart(func() { c.answer(req, t) })
 			return true
 		}
-		return c.serve(func() { c.answer(req) })
+		t := c.takeTicket(req)
+		return c.serve(func() { c.answer(req, t) })
 	}
 	// A batch: members may run in any order; the answers go out as one array (JSON-RPC §6).
 	// Before the handshake it runs apart and waited for, so frames stay in arrival order (field
-	// case B12).
+	// case B12). Its ordered members take their places now, before it can be handed off.
+	tickets := make([]*orderTicket, len(fr.Items))
+	for i, it := range fr.Items {
+		tickets[i] = c.takeTicket(it.Req)
+	}
 	return c.serveOrApart(!c.helloed.Load(), func() {
 		var out [][]byte
 		var after []func()
@@ -226,7 +236,7 @@ func (c *conn) handleFrame(data []byte) bool {
 			total += len(resp) + 1
 			out = append(out, resp)
 		}
-		for _, it := range fr.Items {
+		for i, it := range fr.Items {
 			if it.Err != nil {
 				if it.ErrID != nil {
 					add(it.ErrID, protocol.EncodeError(it.ErrID, it.Err))
@@ -239,7 +249,7 @@ func (c *conn) handleFrame(data []byte) bool {
 				}
 				continue
 			}
-			resp, hooks := c.run(it.Req)
+			resp, hooks := c.run(it.Req, tickets[i])
 			after = append(after, hooks...)
 			if resp != nil {
 				add(it.Req.ID, resp)
@@ -295,7 +305,8 @@ const handoffDelay = time.Millisecond
 // goroutine, and a new goroutine takes over the read loop (handOff): later frames, a chat.cancel
 // for the waiting handler among them, are read at most that late, and requests still run
 // concurrently up to the bound. The order rules are unchanged: only requests after the handshake
-// come here, and they may always run in any order.
+// come here, and they may run in any order, but for the ordered methods (order.go), which take
+// their places in the chain before serve and wait for their turn in call.
 //
 // The watchdog is a timer armed while the connection is busy, not per request: a timer armed a
 // millisecond ahead is the process's earliest, and arming it woke the network poller's thread
@@ -359,8 +370,9 @@ func (c *conn) handOff() {
 }
 
 // answer runs one request, queues its answer, then runs the request's afterAnswer hooks.
-func (c *conn) answer(req *protocol.Request) {
-	resp, after := c.run(req)
+// t is its place among the connection's ordered requests (nil: not ordered).
+func (c *conn) answer(req *protocol.Request, t *orderTicket) {
+	resp, after := c.run(req, t)
 	if resp != nil {
 		c.send(resp)
 	}
@@ -388,8 +400,8 @@ func afterAnswer(ctx context.Context, fn func()) {
 
 // run executes one request and returns the encoded answer, or nil for a notification, and the
 // handler's afterAnswer hooks.
-func (c *conn) run(req *protocol.Request) (frame []byte, after []func()) {
-	res, after, err := c.call(req)
+func (c *conn) run(req *protocol.Request, t *orderTicket) (frame []byte, after []func()) {
+	res, after, err := c.call(req, t)
 	c.srv.metrics.observe(req.Method, err)
 	if req.IsNotification() {
 		return nil, after
@@ -409,8 +421,12 @@ func (c *conn) run(req *protocol.Request) (frame []byte, after []func()) {
 }
 
 // call runs the request's handler and returns its result or error and its afterAnswer hooks.
-func (c *conn) call(req *protocol.Request) (res any, after []func(), err error) {
+// An ordered request (t not nil) runs once the connection's earlier ordered ones took effect.
+func (c *conn) call(req *protocol.Request, t *orderTicket) (res any, after []func(), err error) {
 	var ctx *reqCtx
+	if t != nil {
+		defer t.pass()
+	}
 	defer func() {
 		if r := recover(); r != nil {
 			c.log().Error("handler panic", "method", req.Method, "panic", r)
@@ -432,6 +448,12 @@ func (c *conn) call(req *protocol.Request) (res any, after []func(), err error) 
 	}
 	ctx = newReqCtx(c.ctx, c.srv.cfg.Limits.RequestTimeout)
 	defer ctx.end()
+	if t != nil {
+		if err := t.wait(ctx); err != nil {
+			return nil, nil, err
+		}
+		ctx.order = t
+	}
 	res, err = protocol.Dispatch(ctx, c.srv.handlers, c.scope, req.Method, req.Params)
 	return res, ctx.hooks, err
 }

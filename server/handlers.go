@@ -427,6 +427,7 @@ func (h chatHandler) Send(ctx context.Context, p *protocol.ChatSendParams) (*pro
 		}
 	}
 	runID, stored, err := h.s.runs.Start(ctx, x, p.Prompt, originOf(connFrom(ctx)))
+	tookEffect(ctx) // started or queued: the connection's next prompt goes behind it
 	if err != nil {
 		return nil, agentErr(h.s.notFoundAfterCache(x.ID, hint, err))
 	}

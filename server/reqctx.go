@@ -18,6 +18,7 @@ type reqCtx struct {
 	parent   context.Context // the connection's
 	deadline time.Time
 	hooks    []func()                 // afterAnswer's, read by the request's caller once it ends
+	order    *orderTicket             // an ordered request's place (order.go); nil otherwise
 	timed    atomic.Pointer[armedCtx] // nil until Done; requestEnded once ended
 }
 
@@ -81,6 +82,9 @@ func (r *reqCtx) Err() error {
 // library finds the cancelCtx behind Done that way).
 func (r *reqCtx) Value(key any) any {
 	t := r.timed.Load()
+	if key == (orderKey{}) {
+		return r.order
+	}
 	if key == (afterKey{}) {
 		if t == requestEnded {
 			return (*[]func())(nil)
