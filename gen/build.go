@@ -278,6 +278,7 @@ func (l *loader) typ(n *node, fn, where, name string, named bool) *Type {
 		return &Type{K: kAny}
 	}
 	t := &Type{Description: n.getStr("description"), Deprecated: n.getStr("deprecated"), Since: n.getInt("since"), Format: n.getStr("format"), Where: where, Experimental: n.getStr("stability") == "experimental"}
+	t.bounds(n)
 	if x := n.getStr("x-go-name"); x != "" {
 		switch {
 		case isPropertyPath(where):
@@ -486,6 +487,38 @@ func (l *loader) typ(n *node, fn, where, name string, named bool) *Type {
 		t.K = kAny
 	}
 	return t
+}
+
+// bounds reads the validation keywords of n that the fast params decoder checks (Type.Minimum).
+func (t *Type) bounds(n *node) {
+	num := func(k string) *int64 {
+		v := n.get(k)
+		if v == nil {
+			return nil
+		}
+		i, err := v.num.Int64()
+		if err != nil {
+			t.Odd = true
+			return nil
+		}
+		return &i
+	}
+	t.MinLength, t.MaxLength = num("minLength"), num("maxLength")
+	t.Minimum, t.Maximum = num("minimum"), num("maximum")
+	t.Pattern = n.getStr("pattern")
+	lo, hi := int64(0), int64(0)
+	switch t.Format {
+	case "int53":
+		lo, hi = -maxSafeInt, maxSafeInt
+	case "int32":
+		lo, hi = -1<<31, 1<<31-1
+	}
+	if hi != 0 && t.Minimum == nil {
+		t.Minimum = &lo
+	}
+	if hi != 0 && t.Maximum == nil {
+		t.Maximum = &hi
+	}
 }
 
 // isPropertyPath reports whether where is an object member (…/properties/<name>).

@@ -271,6 +271,11 @@ func GoFiles(p *Protocol) (map[string][]byte, error) {
 		return nil, err
 	}
 	f = newFile("protocol", p)
+	g.emitFastParams(f)
+	if err := put(out, "protocol/params_gen.go", f); err != nil {
+		return nil, err
+	}
+	f = newFile("protocol", p)
 	f.Anon("embed")
 	f.Comment("BundledSchema is the whole protocol as one JSON Schema document, served at GET /protocol.json.")
 	f.Comment("")

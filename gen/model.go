@@ -119,6 +119,14 @@ type Type struct {
 	IsSignal     bool
 	Kind         string // for union variants: their kind const
 	Unions       []string
+	// Bounds: minLength and maxLength (characters) of a string, minimum and maximum of an
+	// integer (with int32's and int53's own range when the schema gives none, as the bundle
+	// does); nil when absent. Pattern is the string's pattern. Odd is set when a bound is not
+	// an integer: such a type is checked only by the full validator (gen/gogen_fast.go).
+	MinLength, MaxLength *int64
+	Minimum, Maximum     *int64
+	Pattern              string
+	Odd                  bool
 }
 
 // Prop is one object member.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
@@ -153,7 +154,8 @@ func isEmptyObject(raw []byte) bool {
 // Absent params are {}. Params must be an object: an array answers InvalidParams ("params must be
 // an object."). Member names match exactly (encoding/json alone would match them case-insensitively);
 // unknown members are ignored; duplicate members and wrong types answer InvalidParams naming the
-// JSON pointer.
+// JSON pointer. Params that the generated fast decoder reads (protocol/fastparams.go: most valid
+// params) are decoded and checked in one pass; everything else takes the full check.
 func DecodeParams(method string, raw json.RawMessage, dst any) error {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 {
@@ -162,6 +164,19 @@ func DecodeParams(method string, raw json.RawMessage, dst any) error {
 	if raw[0] != '{' {
 		return NewInvalidParamsError("params must be an object.", &InvalidParamsErrorData{Pointer: ""})
 	}
+	if f, ok := dst.(fastParams); ok {
+		s := pscan{b: raw}
+		if f.decodeFast(&s) && s.atEnd() {
+			return nil
+		}
+		reflect.ValueOf(dst).Elem().SetZero() // what the fast path wrote; the full check decodes anew
+	}
+	return decodeParamsFull(method, raw, dst)
+}
+
+// decodeParamsFull is DecodeParams' full check: the duplicate scan, the schema validator and
+// encoding/json, for params outside the fast path's subset and for every error's message.
+func decodeParamsFull(method string, raw json.RawMessage, dst any) error {
 	v, err := paramsValidator(method)
 	if err != nil {
 		return NewInternalError("params schema of " + method + " does not compile: " + err.Error())

@@ -456,15 +456,19 @@ func (s *scanner) failedFrame() Frame {
 	return parseErrorFrame(s.errPos, s.err)
 }
 
-func (s *scanner) ws() {
-	for s.pos < len(s.data) {
-		switch s.data[s.pos] {
+func (s *scanner) ws() { s.pos = skipWS(s.data, s.pos) }
+
+// skipWS returns the index of the first byte at or after i in b that is not JSON whitespace.
+func skipWS(b []byte, i int) int {
+	for i < len(b) {
+		switch b[i] {
 		case ' ', '\t', '\n', '\r':
-			s.pos++
+			i++
 		default:
-			return
+			return i
 		}
 	}
+	return i
 }
 
 // element scans one request candidate enclosed by depth containers, recording its members.
