@@ -71,20 +71,25 @@ func TestDataDirOwnership(t *testing.T) {
 func TestOperatorCommandNeedsTheServersDatabase(t *testing.T) {
 	db := storetest.URL(t)
 	data := t.TempDir()
-	startServer(t, serverOpts{dbURL: db, dataDir: data})
+	srv := startServer(t, serverOpts{dbURL: db, dataDir: data})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	mint := exec.CommandContext(ctx, serverBin, "token", "create", "--name", "elsewhere", "--scope", "chat", "--data-dir", data)
-	mint.Env = env(true)
-	out, err := mint.CombinedOutput()
-	require.Error(t, err, "%s", out)
-	assert.Contains(t, string(out), "uses the database of its --database-url")
-	assert.Contains(t, string(out), "pass the same --database-url (or DATABASE_URL)")
-	_, serr := os.Stat(filepath.Join(data, "postgres"))
-	assert.True(t, os.IsNotExist(serr), "a managed Postgres was set up under the data dir")
+	refused := func(when string) {
+		mint := exec.CommandContext(ctx, serverBin, "token", "create", "--name", "elsewhere", "--scope", "chat", "--data-dir", data)
+		mint.Env = env(true)
+		out, err := mint.CombinedOutput()
+		require.Error(t, err, "%s: %s", when, out)
+		assert.Contains(t, string(out), "the database of", when)
+		assert.Contains(t, string(out), "pass the same --database-url (or DATABASE_URL)", when)
+		_, serr := os.Stat(filepath.Join(data, "postgres"))
+		assert.True(t, os.IsNotExist(serr), "%s: a managed Postgres was set up under the data dir", when)
+	}
+	refused("while the server runs")
+	srv.stop()
+	refused("after the server stopped") // daemon.json is gone; the data dir still says so
 
 	ok := exec.CommandContext(ctx, serverBin, "token", "create", "--name", "here", "--scope", "chat", "--data-dir", data, "--database-url", db)
 	ok.Env = env(true)
-	out, err = ok.CombinedOutput()
+	out, err := ok.CombinedOutput()
 	require.NoError(t, err, "%s", out)
 }

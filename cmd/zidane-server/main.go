@@ -71,9 +71,31 @@ func (f *dbFlags) resolve() {
 	}
 }
 
+// externalMarker is the file a server started with --database-url leaves in its data directory,
+// and a server started on the managed Postgres removes: operator commands on the data dir without
+// a URL are refused while it is there, so a token is never minted in a managed Postgres that the
+// server, started again with its URL, would not read.
+const externalMarker = "external-database"
+
+// markExternal records in the data directory which database its server uses (externalMarker).
+func (f *dbFlags) markExternal() {
+	path := filepath.Join(f.dataDir, externalMarker)
+	if f.databaseURL == "" {
+		os.Remove(path)
+		return
+	}
+	os.WriteFile(path, []byte("The server of this data directory uses the database of its --database-url (DATABASE_URL), never\na managed one: operator commands on this data directory need the same URL. Removed when a server\nstarts here on the managed Postgres.\n"), 0o600)
+}
+
 // open opens the store: the given URL, the managed Postgres that a running server already
 // started under the data directory, or a managed Postgres this process starts (and stops in close).
+// An operator command (not start) without a URL is refused on the data dir of a server that uses
+// an external database (externalMarker, or a running one's daemon.json).
 func (f *dbFlags) open(ctx context.Context, log *slog.Logger) (*store.Store, func(), error) {
+	return f.openFor(ctx, log, false)
+}
+
+func (f *dbFlags) openFor(ctx context.Context, log *slog.Logger, server bool) (*store.Store, func(), error) {
 	f.resolve()
 	if f.databaseURL != "" {
 		st, err := store.Open(ctx, f.databaseURL, store.Options{Logger: log})
@@ -86,6 +108,9 @@ func (f *dbFlags) open(ctx context.Context, log *slog.Logger) (*store.Store, fun
 		// A managed Postgres started here would not be the running server's database: a token
 		// minted in it would be refused.
 		return nil, nil, fmt.Errorf("the server on data dir %s (pid %d) uses the database of its --database-url, not a managed one: pass the same --database-url (or DATABASE_URL) to this command", f.dataDir, d.PID)
+	}
+	if _, err := os.Stat(filepath.Join(f.dataDir, externalMarker)); err == nil && !server {
+		return nil, nil, fmt.Errorf("the server of data dir %s last started with --database-url: it uses the database of that URL, not a managed one; pass the same --database-url (or DATABASE_URL) to this command (%s there says so)", f.dataDir, externalMarker)
 	}
 	if _, err := os.Stat(store.ManagedSocket(f.dataDir)); err == nil {
 		cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
@@ -245,12 +270,13 @@ func startCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			st, closeDB, err := db.open(ctx, log)
+			st, closeDB, err := db.openFor(ctx, log, true)
 			if err != nil {
 				ln.Close()
 				return err
 			}
 			defer closeDB()
+			db.markExternal()
 			self, cli := binaries()
 			cfg := server.Config{WorkspaceRoots: roots, AllowedOrigins: origins, AllowedHosts: allowedHosts, TokenRecheck: tokenRecheck, DataDir: db.dataDir, StepDelay: stepDelay, Logger: log, Limits: limits, Binary: self,
 				AllowClone: allowClone, CloneSchemes: cloneSchemes, ProjectTerminals: projectTerminals, AllowCreateFolders: allowCreateFolders,
