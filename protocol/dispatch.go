@@ -204,7 +204,8 @@ func decodeParamsFull(method string, raw json.RawMessage, dst any) error {
 		return NewInvalidParamsError(err.Error(), &InvalidParamsErrorData{})
 	}
 	clean := []byte(raw)
-	if pruneToKnown(doc, dst) || rewriteIntegral(doc) {
+	pruned := pruneToKnown(doc, dst)
+	if rewritten := rewriteIntegral(doc); pruned || rewritten { // both run: neither may short-circuit the other
 		// Members were dropped or numbers rewritten: decode the cleaned document. Otherwise the
 		// raw params already hold exactly what dst should get, and are decoded once more only.
 		if clean, err = json.Marshal(doc); err != nil {

@@ -84,7 +84,8 @@ func requireCode(t *testing.T, err error, code int, msg string) {
 // TestIntegralNumbers: 16.0 and 1.6e1 are integers to JSON Schema and decode as 16; an int32
 // member refuses 2^31 with its pointer (adversarial review).
 func TestIntegralNumbers(t *testing.T) {
-	for _, raw := range []string{`{"protocolVersion":16.0}`, `{"protocolVersion":1.6e1}`, `{"protocolVersion":16}`} {
+	for _, raw := range []string{`{"protocolVersion":16.0}`, `{"protocolVersion":1.6e1}`, `{"protocolVersion":16}`,
+		`{"protocolVersion":16.0,"zz":1}`, `{"zz":1,"protocolVersion":1.6e1}`} { // an unknown member dropped too (a break-it helper's report)
 		var p IPCHelloParams
 		if err := DecodeParams(MethodIPCHello, json.RawMessage(raw), &p); err != nil || p.ProtocolVersion != 16 {
 			t.Fatalf("%s: %v %+v", raw, err, p)

@@ -204,15 +204,16 @@ func (c *conn) handleFrame(data []byte) bool {
 			// A handshake nobody can read the answer of: ignored, never answered (B04, B12).
 			return true
 		}
-		if !c.helloed.Load() || isHello(req) || req.IsNotification() {
+		t := c.takeTicket(req)
+		if !c.helloed.Load() || isHello(req) || (req.IsNotification() && t == nil) {
 			// Until the handshake completes, frames run strictly in arrival order (field case B12).
-			// Notifications always do: they have no answer to match, so their effects must follow
-			// the order they were sent in (a draft's keystrokes: the last one wins).
-			t := c.takeTicket(req)
+			// Notifications do too: they have no answer to match, so their effects must follow
+			// the order they were sent in (a draft's keystrokes: the last one wins). An ordered
+			// one (a chat.cancel) is served instead, as a request is: it may wait for an earlier
+			// chat.send, and the read loop must not wait with it (pongs would go unread).
 			c.apart(func() { c.answer(req, t) })
 			return true
 		}
-		t := c.takeTicket(req)
 		return c.serve(func() { c.answer(req, t) })
 	}
 	// A batch: members may run in any order; the answers go out as one array (JSON-RPC §6).

@@ -62,4 +62,16 @@ func TestPipelinedPromptsKeepTheirOrder(t *testing.T) {
 	require.Equal(t, true, answers["5"]["result"].(map[string]any)["cancelled"], "%v", answers["5"])
 	sigs := a.runSignals(sid)
 	require.Contains(t, string(sigs[len(sigs)-1].raw), "cancelled")
+
+	// The same cancel sent as a notification: it waits for the prompt as the request did, and the
+	// read loop does not wait with it (a break-it helper saw pings, and so pongs, go unread).
+	release = lockSessions(t, url, sid)
+	a.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":6,"method":"chat.send","params":{"sessionId":%q,"prompt":"fourth","model":""}}`, sid)) // back to the default: a write again
+	a.send(fmt.Sprintf(`{"jsonrpc":"2.0","method":"chat.cancel","params":{"sessionId":%q}}`, sid))
+	a.send(`{"jsonrpc":"2.0","id":7,"method":"$/ping","params":{}}`)
+	requireID(t, decodeObj(t, a.nextAnswer()), `7`) // before the release: read while the prompt waits
+	release()
+	requireID(t, decodeObj(t, a.nextAnswer()), `6`)
+	sigs = a.runSignals(sid)
+	require.Contains(t, string(sigs[len(sigs)-1].raw), "cancelled")
 }
