@@ -157,6 +157,7 @@ func (e *fastEmitter) read(t *Type, dst *jen.Statement, ptr bool, depth int) []j
 	tt := t
 	if t.K == kRef {
 		tt = e.g.named(t.Ref)
+		t = tt // its bounds are the named type's (ok refuses a ref with bounds of its own)
 	}
 	switch tt.K {
 	case kString:
