@@ -70,7 +70,7 @@ func TestDataDirOwnership(t *testing.T) {
 // break-it helper's report).
 func TestOperatorCommandNeedsTheServersDatabase(t *testing.T) {
 	db := storetest.URL(t)
-	data := t.TempDir()
+	data := filepath.Join(t.TempDir(), "new") // a data dir the start makes (a fresh user saw no marker then)
 	srv := startServer(t, serverOpts{dbURL: db, dataDir: data})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -85,6 +85,8 @@ func TestOperatorCommandNeedsTheServersDatabase(t *testing.T) {
 		assert.True(t, os.IsNotExist(serr), "%s: a managed Postgres was set up under the data dir", when)
 	}
 	refused("while the server runs")
+	// The banner's token create line names the server's database, not $DATABASE_URL (unset here).
+	assert.Contains(t, srv.stdout.String(), "token create --name cli --scope chat --database-url '"+db+"'")
 	srv.stop()
 	refused("after the server stopped") // daemon.json is gone; the data dir still says so
 

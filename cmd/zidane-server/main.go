@@ -20,6 +20,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -78,13 +79,36 @@ func (f *dbFlags) resolve() {
 const externalMarker = "external-database"
 
 // markExternal records in the data directory which database its server uses (externalMarker).
-func (f *dbFlags) markExternal() {
+func (f *dbFlags) markExternal(log *slog.Logger) {
 	path := filepath.Join(f.dataDir, externalMarker)
 	if f.databaseURL == "" {
 		os.Remove(path)
 		return
 	}
-	os.WriteFile(path, []byte("The server of this data directory uses the database of its --database-url (DATABASE_URL), never\na managed one: operator commands on this data directory need the same URL. Removed when a server\nstarts here on the managed Postgres.\n"), 0o600)
+	err := os.MkdirAll(f.dataDir, 0o700) // a data dir this start makes: nothing else made it yet
+	if err == nil {
+		err = os.WriteFile(path, []byte("The server of this data directory uses the database of its --database-url (DATABASE_URL), never\na managed one: operator commands on this data directory need the same URL. Removed when a server\nstarts here on the managed Postgres.\n"), 0o600)
+	}
+	if err != nil {
+		log.Warn("the data dir does not record that this server uses an external database; operator commands there without --database-url would set up a managed Postgres", "err", err)
+	}
+}
+
+// databaseHint is the --database-url of the banner's token create line: "$DATABASE_URL" when the
+// URL came from there, else the URL given (its password, if any, shown as xxxxx).
+func databaseHint(dbURL string) string {
+	if os.Getenv("DATABASE_URL") == dbURL {
+		return `--database-url "$DATABASE_URL"`
+	}
+	u, err := url.Parse(dbURL)
+	if err != nil || u.Scheme == "" {
+		return "--database-url '<this server's --database-url>'"
+	}
+	hint := "--database-url '" + strings.ReplaceAll(u.Redacted(), "'", `'\''`) + "'"
+	if _, has := u.User.Password(); has {
+		hint += "   (with its password for xxxxx)"
+	}
+	return hint
 }
 
 // open opens the store: the given URL, the managed Postgres that a running server already
@@ -276,7 +300,7 @@ func startCmd() *cobra.Command {
 				return err
 			}
 			defer closeDB()
-			db.markExternal()
+			db.markExternal(log)
 			self, cli := binaries()
 			cfg := server.Config{WorkspaceRoots: roots, AllowedOrigins: origins, AllowedHosts: allowedHosts, TokenRecheck: tokenRecheck, DataDir: db.dataDir, StepDelay: stepDelay, Logger: log, Limits: limits, Binary: self,
 				AllowClone: allowClone, CloneSchemes: cloneSchemes, ProjectTerminals: projectTerminals, AllowCreateFolders: allowCreateFolders,
@@ -336,7 +360,7 @@ func startCmd() *cobra.Command {
 			}
 			where := "--data-dir " + db.dataDir
 			if cfg.DatabaseURL != "" {
-				where = "--database-url \"$DATABASE_URL\""
+				where = databaseHint(cfg.DatabaseURL)
 			}
 			fmt.Printf("zidane-server %s listening on %s://%s (health: %s://%s/healthz)\n", server.Version, scheme, addr, strings.Replace(scheme, "ws", "http", 1), addr)
 			fmt.Printf("host %s · signal epoch %s · workspace roots %s\n", srv.HostID(), srv.Epoch(), strings.Join(srvRoots(roots), ", "))
