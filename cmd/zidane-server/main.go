@@ -193,7 +193,7 @@ func versionCmd() *cobra.Command {
 		Short: "Print the server and protocol versions",
 		Args:  cobra.NoArgs,
 		Run: func(cmd *cobra.Command, _ []string) {
-			fmt.Printf("zidane-server %s (protocol %d, min %d)\n", server.Version, protocol.ProtocolVersion, protocol.MinProtocolVersion)
+			fmt.Printf("zidane-server %s (protocol %d, min %d, schema %s)\n", server.Version, protocol.ProtocolVersion, protocol.MinProtocolVersion, protocol.SchemaHash[:12])
 		},
 	}
 }
