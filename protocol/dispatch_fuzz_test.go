@@ -104,3 +104,17 @@ func TestIntegralNumbers(t *testing.T) {
 		t.Fatalf("1e400: %v", err)
 	}
 }
+
+// TestParamsValueBound: params with more values than MaxParamsValues are refused before the full
+// check decodes them (a break-it helper sent 5 million `{}` in an unknown member: 6 s, 400 MB);
+// values inside strings do not count.
+func TestParamsValueBound(t *testing.T) {
+	big := `{"sessionId":"s","prompt":"p","junk":[` + strings.Repeat(`{},`, MaxParamsValues) + `{}]}`
+	var p ChatSendParams
+	err := DecodeParams(MethodChatSend, json.RawMessage(big), &p)
+	requireCode(t, err, CodeInvalidParams, "params: more than 100000 JSON values (unknown members count too); send fewer.")
+	text := `{"sessionId":"s","prompt":"` + strings.Repeat(`{},[\",`, MaxParamsValues) + `","junk":[1,2]}`
+	if err := DecodeParams(MethodChatSend, json.RawMessage(text), &p); err != nil {
+		t.Fatalf("a prompt full of braces and commas: %v", err)
+	}
+}
