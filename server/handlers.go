@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/zidane-server/zidane/protocol"
+	"github.com/zidane-server/zidane/server/agent"
 	"github.com/zidane-server/zidane/server/store"
 	"github.com/zidane-server/zidane/server/workspace"
 )
@@ -174,6 +175,9 @@ func (h sessionsHandler) Create(ctx context.Context, p *protocol.SessionsCreateP
 	}
 	title, titleSet := "New session", false
 	if p.Title != nil && visible(*p.Title) {
+		if problem := agent.TitleProblem(*p.Title); problem != "" {
+			return nil, protocol.NewInvalidParamsError("params/title: "+problem+".", &protocol.InvalidParamsErrorData{Pointer: "/title"})
+		}
 		title, titleSet = *p.Title, true // a given title is kept: the first prompt does not rename it
 	}
 	x, err := h.s.store.CreateSession(ctx, store.Session{Title: title, TitleSet: titleSet, ProjectRoot: root, Cwd: dir, AgentID: "build", Status: "idle"})

@@ -170,8 +170,8 @@ func (h sessionsHandler) SetModel(ctx context.Context, p *protocol.SessionsSetMo
 
 // Rename implements sessions.rename.
 func (h sessionsHandler) Rename(ctx context.Context, p *protocol.SessionsRenameParams) (*protocol.Session, error) {
-	if !visible(p.Title) {
-		return nil, protocol.NewInvalidParamsError("params/title: a title needs a visible character (not only spaces, control or zero-width characters).", &protocol.InvalidParamsErrorData{Pointer: "/title"})
+	if problem := agent.TitleProblem(p.Title); problem != "" {
+		return nil, protocol.NewInvalidParamsError("params/title: "+problem+".", &protocol.InvalidParamsErrorData{Pointer: "/title"})
 	}
 	x, err := h.s.store.RenameSession(ctx, p.SessionID, p.Title)
 	return h.s.sessionDone(p.SessionID, x, err, "params/title")

@@ -63,10 +63,13 @@ func TestSessionTitles(t *testing.T) {
 	c.runSignals(sid)
 	assert.Equal(t, "Budget", c.result("sessions.get", fmt.Sprintf(`{"sessionId":%q}`, sid))["title"])
 
-	for _, title := range []string{`\u200b`, `\u0001\u0002`, `\u2060 \u200d`} {
+	for _, title := range []string{`\u200b`, `\u0001\u0002`, `\u2060 \u200d`, `\u0301`, `a\nb`, `invoice \u202efdp.exe`} {
 		a := c.call("sessions.rename", fmt.Sprintf(`{"sessionId":%q,"title":"%s"}`, sid, title))
 		require.Equal(t, -32602, errCode(a), "%s: %v", title, a)
 	}
+	a := c.call("sessions.create", `{"title":"x\u2066y"}`)
+	require.Equal(t, -32602, errCode(a), "a bidi isolate in a given title: %v", a)
+	assert.Equal(t, "Budget", c.result("sessions.get", fmt.Sprintf(`{"sessionId":%q}`, sid))["title"])
 	other := c.newSession()
 	c.result("chat.send", fmt.Sprintf(`{"sessionId":%q,"prompt":"\u0001\u0002\u200b"}`, other))
 	c.runSignals(other)

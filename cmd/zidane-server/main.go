@@ -459,6 +459,10 @@ func writeDaemonFile(ctx context.Context, st *store.Store, dataDir, scheme, addr
 		if json.Unmarshal(b, &old) == nil && old.Token != "" {
 			if t, err := st.RevokeTokenSecret(ctx, old.Token, "operator"); err == nil {
 				log.Info("revoked the token of a stale daemon.json", "token", t.Name)
+			} else if old.ExternalDatabase != external {
+				// The stale server used another database; its token lives there.
+				log.Warn("the stale daemon.json's local token is in the database its server used, not this one: revoke it there (zidane-server token list / token revoke with that server's --database-url, or without one on this data dir)",
+					"startedAt", time.UnixMilli(old.StartedAt).UTC().Format(time.RFC3339), "pid", old.PID)
 			}
 		}
 	}

@@ -8,18 +8,25 @@ import (
 // maxTitleRunes bounds a title taken from a prompt; a longer first line is cut and ends in "…".
 const maxTitleRunes = 60
 
-// PromptTitle is the title a session's first prompt gives it: the prompt's first line, control
-// characters as spaces, bidi embeddings, overrides and isolates dropped (one the cut leaves open,
-// or any from pasted text, would reverse the rest of the line an app shows it in), trimmed, at most 60 characters; "" when nothing in it shows (Visible), and
-// then the session keeps its title. The runtime writes it with the prompt (store.StartRun), so the
-// first prompt stored names the session, also when prompts are pipelined.
+// PromptTitle is the title a session's first prompt gives it: the prompt's first line (up to a
+// line feed, carriage return, U+0085, U+2028 or U+2029), other control characters as spaces,
+// format characters dropped but the joiners and tags that hold emoji and scripts together (a
+// zero-width space, a soft hyphen, a direction mark, a bidi override: none shows, and an override
+// the cut left open would reverse the rest of the row an app shows it in), trimmed, at most 60
+// characters, cut between two characters as a reader sees them (never inside an emoji sequence
+// or before a combining mark); "" when nothing in it shows (Visible), and then the session keeps
+// its title. The runtime writes it with the prompt (store.StartRun), so the first prompt stored
+// names the session, also when prompts are pipelined.
 func PromptTitle(prompt string) string {
-	line := strings.TrimSpace(strings.SplitN(strings.TrimSpace(prompt), "\n", 2)[0])
+	line := strings.TrimSpace(prompt)
+	if i := strings.IndexFunc(line, isLineBreak); i >= 0 {
+		line = line[:i]
+	}
 	line = strings.TrimSpace(strings.Map(func(r rune) rune {
 		switch {
 		case unicode.IsControl(r):
 			return ' '
-		case isBidiControl(r):
+		case unicode.In(r, unicode.Cf) && !keepsTogether(r):
 			return -1
 		}
 		return r
@@ -28,24 +35,75 @@ func PromptTitle(prompt string) string {
 		return ""
 	}
 	if r := []rune(line); len(r) > maxTitleRunes {
-		line = strings.TrimSpace(string(r[:maxTitleRunes])) + "…"
+		cut := maxTitleRunes
+		for cut > 1 && (extendsCluster(r[cut]) || r[cut-1] == zwj) {
+			cut--
+		}
+		line = strings.TrimSpace(string(r[:cut])) + "…"
 	}
 	return line
 }
 
-// Visible reports whether s has a character that shows: a graphic rune that is neither a space
-// nor a format character (zero-width space, joiners, direction marks).
+const zwj = '\u200D'
+
+func isLineBreak(r rune) bool {
+	return r == '\n' || r == '\r' || r == '\u0085' || r == '\u2028' || r == '\u2029'
+}
+
+// keepsTogether reports the format characters a title keeps: the zero-width joiner and
+// non-joiner (emoji sequences, Persian and Indic scripts) and the tag characters of subdivision
+// flags.
+func keepsTogether(r rune) bool {
+	return r == zwj || r == '\u200C' || (r >= 0xE0020 && r <= 0xE007F)
+}
+
+// extendsCluster reports whether r continues the character before it: a combining mark, a
+// joiner, an emoji modifier or variation selector, a tag.
+func extendsCluster(r rune) bool {
+	return unicode.In(r, unicode.Mn, unicode.Me, unicode.Mc) || keepsTogether(r) || (r >= 0x1F3FB && r <= 0x1F3FF)
+}
+
+// Visible reports whether s has a character that shows: a graphic rune that is neither a space,
+// a format character (zero-width space, joiners, direction marks), a combining mark on its own,
+// nor a blank that draws nothing (Hangul fillers, the Braille blank).
 func Visible(s string) bool {
 	for _, r := range s {
-		if unicode.IsGraphic(r) && !unicode.IsSpace(r) && !unicode.In(r, unicode.Cf) {
+		if unicode.IsGraphic(r) && !unicode.IsSpace(r) && !unicode.In(r, unicode.Cf, unicode.Mn, unicode.Me, unicode.Mc) && !isBlank(r) {
 			return true
 		}
 	}
 	return false
 }
 
+func isBlank(r rune) bool {
+	switch r {
+	case '\u115F', '\u1160', '\u3164', '\uFFA0', '\u2800':
+		return true
+	}
+	return false
+}
+
+// TitleProblem says what keeps s from being a title a client sets (sessions.create,
+// sessions.rename), "" when nothing: it needs a character that shows (Visible), and may hold no
+// control characters (line breaks, tabs, NUL) and no bidi embeddings, overrides or isolates,
+// which would reorder the row every app shows it in.
+func TitleProblem(s string) string {
+	if !Visible(s) {
+		return "a title needs a visible character (not only spaces, control, zero-width or combining characters)"
+	}
+	for _, r := range s {
+		switch {
+		case unicode.IsControl(r):
+			return "a title cannot hold control characters (line breaks, tabs, NUL); send it on one line"
+		case isBidiControl(r):
+			return "a title cannot hold bidi embeddings, overrides or isolates (U+202A–U+202E, U+2066–U+2069)"
+		}
+	}
+	return ""
+}
+
 // isBidiControl reports whether r opens or closes a bidi embedding, override or isolate
-// (U+202A–U+202E, U+2066–U+2069). Marks (U+200E, U+200F) and joiners stay: they open nothing.
+// (U+202A–U+202E, U+2066–U+2069).
 func isBidiControl(r rune) bool {
 	return (r >= 0x202A && r <= 0x202E) || (r >= 0x2066 && r <= 0x2069)
 }
