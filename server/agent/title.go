@@ -39,12 +39,21 @@ func PromptTitle(prompt string) string {
 		for cut > 1 && (extendsCluster(r[cut]) || r[cut-1] == zwj) {
 			cut--
 		}
+		ri := 0 // regional indicators pair into flags: an odd run before the cut splits one
+		for i := cut - 1; i >= 0 && isRegionalIndicator(r[i]); i-- {
+			ri++
+		}
+		if ri%2 == 1 && isRegionalIndicator(r[cut]) {
+			cut--
+		}
 		line = strings.TrimSpace(string(r[:cut])) + "…"
 	}
 	return line
 }
 
 const zwj = '\u200D'
+
+func isRegionalIndicator(r rune) bool { return r >= 0x1F1E6 && r <= 0x1F1FF }
 
 func isLineBreak(r rune) bool {
 	return r == '\n' || r == '\r' || r == '\u0085' || r == '\u2028' || r == '\u2029'

@@ -27,6 +27,8 @@ func TestPromptTitle(t *testing.T) {
 		{strings.Repeat("é", 70), strings.Repeat("é", 60) + "…"},
 		{strings.Repeat("a", 58) + family + "z", strings.Repeat("a", 58) + "…"},
 		{strings.Repeat("a", 59) + "e\u0301z", strings.Repeat("a", 59) + "…"},
+		{strings.Repeat("a", 59) + "🇫🇷z", strings.Repeat("a", 59) + "…"},
+		{strings.Repeat("a", 58) + "🇫🇷z", strings.Repeat("a", 58) + "🇫🇷…"},
 	} {
 		assert.Equal(t, c.want, PromptTitle(c.prompt), "%q", c.prompt)
 	}
