@@ -193,21 +193,30 @@ func variants(doc, params schemaNode, base map[string]any) [][]byte {
 	return out
 }
 
+// corpus is every method's valid params (first) and the variants around them.
+func corpus(tb testing.TB) map[*MethodSpec][][]byte {
+	doc := bundledSchema(tb)
+	methods := doc["methods"].(schemaNode)
+	out := map[*MethodSpec][][]byte{}
+	for _, m := range Methods() {
+		params := resolve(doc, methods[m.Name].(schemaNode)["params"].(schemaNode))
+		base, _ := instance(doc, params, 0).(map[string]any)
+		out[m] = variants(doc, params, base)
+	}
+	return out
+}
+
 // TestFastParamsAgree: for every method, valid params and variants around them decode the same
 // through the fast path and the full check, or the fast path leaves them to the full check; and
 // the fast path takes the valid params of every method it has a decoder for.
 func TestFastParamsAgree(t *testing.T) {
-	doc := bundledSchema(t)
-	methods := doc["methods"].(schemaNode)
 	fast, took := 0, 0
-	for _, m := range Methods() {
-		params := resolve(doc, methods[m.Name].(schemaNode)["params"].(schemaNode))
-		base, _ := instance(doc, params, 0).(map[string]any)
+	for m, inputs := range corpus(t) {
 		_, has := m.NewParams().(fastParams)
 		if has {
 			fast++
 		}
-		for i, raw := range variants(doc, params, base) {
+		for i, raw := range inputs {
 			ok := fastAgrees(t, m, raw)
 			if i == 0 && has {
 				if !ok {
@@ -225,12 +234,8 @@ func TestFastParamsAgree(t *testing.T) {
 
 // FuzzFastParamsAgree holds the fast path to the full check on arbitrary input (go test -fuzz).
 func FuzzFastParamsAgree(f *testing.F) {
-	doc := bundledSchema(f)
-	methods := doc["methods"].(schemaNode)
-	for _, m := range Methods() {
-		params := resolve(doc, methods[m.Name].(schemaNode)["params"].(schemaNode))
-		base, _ := instance(doc, params, 0).(map[string]any)
-		for _, raw := range variants(doc, params, base) {
+	for m, inputs := range corpus(f) {
+		for _, raw := range inputs {
 			f.Add(m.Name, raw)
 		}
 	}
@@ -245,22 +250,18 @@ func FuzzFastParamsAgree(f *testing.F) {
 // full check alone (what DecodeParams did before the fast path), same input, same run.
 func BenchmarkDecodeParams(b *testing.B) {
 	raw := json.RawMessage(`{"sessionId":"7f6b2bc1-27b2-4052-a2b7-de05d2538178","prompt":"Summarise the README.\nThen list the open issues, \"oldest first\".","model":"scripted/scripted"}`)
-	b.Run("fast", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			var p ChatSendParams
-			if err := DecodeParams(MethodChatSend, raw, &p); err != nil {
-				b.Fatal(err)
+	for _, c := range []struct {
+		name   string
+		decode func(string, json.RawMessage, any) error
+	}{{"fast", DecodeParams}, {"full", decodeParamsFull}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				var p ChatSendParams
+				if err := c.decode(MethodChatSend, raw, &p); err != nil {
+					b.Fatal(err)
+				}
 			}
-		}
-	})
-	b.Run("full", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			var p ChatSendParams
-			if err := decodeParamsFull(MethodChatSend, raw, &p); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
+		})
+	}
 }

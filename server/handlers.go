@@ -11,7 +11,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/zidane-server/zidane/protocol"
-	"github.com/zidane-server/zidane/server/agent"
 	"github.com/zidane-server/zidane/server/store"
 	"github.com/zidane-server/zidane/server/workspace"
 )
@@ -175,8 +174,8 @@ func (h sessionsHandler) Create(ctx context.Context, p *protocol.SessionsCreateP
 	}
 	title, titleSet := "New session", false
 	if p.Title != nil && visible(*p.Title) {
-		if problem := agent.TitleProblem(*p.Title); problem != "" {
-			return nil, protocol.NewInvalidParamsError("params/title: "+problem+".", &protocol.InvalidParamsErrorData{Pointer: "/title"})
+		if err := titleInvalid(*p.Title); err != nil {
+			return nil, err
 		}
 		title, titleSet = *p.Title, true // a given title is kept: the first prompt does not rename it
 	}

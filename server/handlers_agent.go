@@ -170,8 +170,8 @@ func (h sessionsHandler) SetModel(ctx context.Context, p *protocol.SessionsSetMo
 
 // Rename implements sessions.rename.
 func (h sessionsHandler) Rename(ctx context.Context, p *protocol.SessionsRenameParams) (*protocol.Session, error) {
-	if problem := agent.TitleProblem(p.Title); problem != "" {
-		return nil, protocol.NewInvalidParamsError("params/title: "+problem+".", &protocol.InvalidParamsErrorData{Pointer: "/title"})
+	if err := titleInvalid(p.Title); err != nil {
+		return nil, err
 	}
 	x, err := h.s.store.RenameSession(ctx, p.SessionID, p.Title)
 	return h.s.sessionDone(p.SessionID, x, err, "params/title")
@@ -200,6 +200,15 @@ func (h sessionsHandler) Delete(ctx context.Context, p *protocol.SessionsDeleteP
 		h.s.log.Error("session:updated not sent", "session", p.SessionID, "err", err)
 	}
 	return &protocol.SessionsDeleteResult{Deleted: true}, nil
+}
+
+// titleInvalid is the InvalidParams answer for a title a client sets that agent.TitleProblem
+// refuses; nil when it may be set.
+func titleInvalid(title string) error {
+	if problem := agent.TitleProblem(title); problem != "" {
+		return protocol.NewInvalidParamsError("params/title: "+problem+".", &protocol.InvalidParamsErrorData{Pointer: "/title"})
+	}
+	return nil
 }
 
 // visible reports whether s has a character that shows (agent.Visible).

@@ -106,7 +106,7 @@ func databaseHint(dbURL string) string {
 	}
 	hint := "--database-url '" + strings.ReplaceAll(u.Redacted(), "'", `'\''`) + "'"
 	if _, has := u.User.Password(); has {
-		hint += "   (with its password for xxxxx)"
+		hint += "   (put its password in place of xxxxx)"
 	}
 	return hint
 }
