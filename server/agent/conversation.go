@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/zidane-server/zidane/protocol"
-	"github.com/zidane-server/zidane/server/agent/provider"
 )
 
 // maxCachedConversations bounds the conversations kept in memory; past it the least recently
@@ -29,9 +28,9 @@ type conversation struct {
 	openKind, openTurn string
 	openText           []byte
 	used               time.Time
-	// hist is historyPrefix(events[:histN]), where events[histN] is a user prompt (or histN is
-	// 0): a turn rebuilds only the history after it (history), not the whole session's.
-	hist  []provider.Message
+	// hist is historyPrefix(events[:histN]), counted, where events[histN] is a user prompt (or
+	// histN is 0): a turn rebuilds only the history after it (history), not the whole session's.
+	hist  countedHistory
 	histN int
 }
 
@@ -129,15 +128,15 @@ func (cs *conversations) snapshot(sessionID string) []protocol.StreamEvent {
 	return out
 }
 
-// history returns the session's provider history, historyFrom(snapshot(sessionID)), rebuilding
-// only what follows the last user prompt it had seen: a long session's every turn rebuilt it whole
-// (the fan-out figure's CPU profile of docs/benchmarks.md).
-func (cs *conversations) history(sessionID string) []provider.Message {
+// history returns the session's provider history, historyFrom(snapshot(sessionID)), counted,
+// rebuilding only what follows the last user prompt it had seen: a long session's every turn
+// rebuilt it whole (the fan-out figure's CPU profile of docs/benchmarks.md).
+func (cs *conversations) history(sessionID string) countedHistory {
 	cs.mu.Lock()
 	c := cs.m[sessionID]
 	if c == nil {
 		cs.mu.Unlock()
-		return nil
+		return countedHistory{}
 	}
 	c.used = time.Now()
 	k := len(c.events) - 1
@@ -148,7 +147,7 @@ func (cs *conversations) history(sessionID string) []provider.Message {
 		k--
 	}
 	if k > c.histN {
-		c.hist = append(c.hist, historyPrefix(c.events[c.histN:k])...)
+		c.hist.add(historyPrefix(c.events[c.histN:k])...)
 		c.histN = k
 	}
 	tail := append(make([]protocol.StreamEvent, 0, len(c.events)-c.histN+1), c.events[c.histN:]...)
@@ -157,13 +156,12 @@ func (cs *conversations) history(sessionID string) []provider.Message {
 	}
 	// The tail's messages are written after the prefix, into the cache's spare capacity: copying
 	// a long session's whole history per turn was 14 % of a run's CPU at 1500 runs (the chat.send
-	// figures of docs/benchmarks.md). The slice returned is valid until the session's next
+	// figures of docs/benchmarks.md). The history returned is valid until the session's next
 	// history call, which reuses that space: turns call it one at a time, and a turn's request is
 	// done with when the next turn begins.
-	out := append(c.hist, historyFrom(tail)...)
-	if len(c.hist) > 0 && &out[0] != &c.hist[0] {
-		c.hist = out[:len(c.hist)] // grown: the cache moves to the new array, with its room
-	}
+	out := c.hist
+	out.add(historyFrom(tail)...)
+	c.hist = out.head(len(c.hist.msgs)) // grown: the cache moves to the new arrays, with their room
 	cs.mu.Unlock()
 	return out
 }

@@ -190,7 +190,8 @@ func TestAnswerReserve(t *testing.T) {
 
 // conversations.history rebuilds only what follows the last user prompt it saw; after every event
 // of a session mixing answered, failed, unanswered and streamed exchanges it equals historyFrom of
-// the whole transcript.
+// the whole transcript, its token sums and exchange starts are what a fresh count gives, and its
+// trim agrees at every budget with one pass over the whole history (trimByPass).
 func TestHistoryIncrementalEqualsWhole(t *testing.T) {
 	cs := newConversations()
 	require.NoError(t, cs.load(t.Context(), "s", func(context.Context) ([]protocol.StreamEvent, error) { return nil, nil }, func(string) bool { return true }))
@@ -226,6 +227,53 @@ func TestHistoryIncrementalEqualsWhole(t *testing.T) {
 		if i%3 == 0 {
 			cs.closeBlock("s")
 		}
-		require.Equal(t, historyFrom(cs.snapshot("s")), cs.history("s"), "after event %d", i)
+		whole := historyFrom(cs.snapshot("s"))
+		h := cs.history("s")
+		require.Equal(t, whole, h.msgs, "after event %d", i)
+		var fresh countedHistory
+		fresh.add(whole...)
+		require.Equal(t, fresh.cum, h.cum, "token sums after event %d", i)
+		require.Equal(t, fresh.starts, h.starts, "exchange starts after event %d", i)
+		for budget := 0; budget <= fresh.cum[len(whole)]+1; budget++ {
+			kept, tokens, dropped, ok := h.trim(budget)
+			wantKept, wantDropped, wantOK := trimByPass(whole, budget)
+			require.Equal(t, wantOK, ok, "event %d, budget %d", i, budget)
+			require.Equal(t, wantDropped, dropped, "event %d, budget %d", i, budget)
+			require.Equal(t, wantKept, kept, "event %d, budget %d", i, budget)
+			if ok {
+				want := 0
+				for _, m := range kept {
+					want += estimateTokens(m)
+				}
+				require.Equal(t, want, tokens, "event %d, budget %d", i, budget)
+			}
+		}
 	}
+}
+
+// trimByPass is trimming as one pass over the whole history does it: the reference the counted
+// history's binary search must agree with.
+func trimByPass(msgs []provider.Message, budget int) (kept []provider.Message, dropped int, ok bool) {
+	var starts []int
+	total := 0
+	for i, m := range msgs {
+		if m.Role == provider.RoleUser || i == 0 {
+			starts = append(starts, i)
+		}
+		total += estimateTokens(m)
+	}
+	for len(starts) > 0 && total > budget {
+		if len(starts) == 1 {
+			return nil, dropped, false
+		}
+		for _, m := range msgs[starts[0]:starts[1]] {
+			total -= estimateTokens(m)
+		}
+		starts = starts[1:]
+		dropped++
+	}
+	if len(starts) == 0 {
+		return nil, dropped, len(msgs) == 0
+	}
+	return msgs[starts[0]:], dropped, true
 }

@@ -84,12 +84,13 @@ func (r *Runtime) runModel(ctx context.Context, ru *run) (protocol.RunSummary, s
 		if turn > lim.MaxTurns {
 			return r.summary(sum, streamed, unreported), lastTurn, &runError{fmt.Sprintf("The run stopped: it reached the limit of %d model turns per run (the operator's --max-turns).", lim.MaxTurns)}
 		}
-		msgs := r.conv.history(ru.sessionID)
+		hist := r.conv.history(ru.sessionID)
+		msgs := hist.msgs
 		maxOut := lim.MaxOutputTokens
 		if w := model.ContextWindow; w > 0 {
 			reserve := answerReserve(w, lim.MaxOutputTokens)
 			fixed := textTokens(system) + toolsTokens(tools)
-			kept, dropped, ok := trimHistory(msgs, w-reserve-fixed)
+			kept, keptTokens, dropped, ok := hist.trim(w - reserve - fixed)
 			if !ok {
 				return r.summary(sum, streamed, unreported), lastTurn, &runError{fmt.Sprintf("Context too long: the newest exchange alone does not fit %s's context window of %d tokens (with %d reserved for the answer). Start a new session, or pick a model with a larger window.", model.ID, w, reserve)}
 			}
@@ -97,7 +98,7 @@ func (r *Runtime) runModel(ctx context.Context, ru *run) (protocol.RunSummary, s
 			if d := dropped; d > 0 && (sum.DroppedExchanges == nil || *sum.DroppedExchanges < d) {
 				sum.DroppedExchanges = &d
 			}
-			maxOut = answerTokens(w, lim.MaxOutputTokens, fixed+messagesTokens(kept))
+			maxOut = answerTokens(w, lim.MaxOutputTokens, fixed+keptTokens)
 		}
 		req := &provider.Request{Model: model.Name, System: system, Messages: msgs, Tools: tools, MaxOutputTokens: maxOut}
 		turnID := uuid.NewString()
