@@ -23,7 +23,7 @@ if [ "${BENCH_WRITE:-}" = "1" ]; then
     echo
     echo "Written by \`BENCH_WRITE=1 make bench\` (BENCH_COUNT=$count) on $(date -u +%Y-%m-%d), commit $(git rev-parse --short HEAD), $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs))."
     echo "Each ratio is the candidate's figure against its baseline measured back to back in the same run;"
-    echo "throughput figures are candidate ÷ baseline in operations per second, times and sizes candidate ÷ baseline."
+    echo "throughput figures (per second) are candidate ÷ baseline, times and sizes candidate ÷ baseline."
     echo "How each figure is measured: \`e2e/bench/figures_test.go\`, \`server/store/fig_bench_test.go\`, \`server/fig_bench_test.go\`."
     echo
     echo "$table"

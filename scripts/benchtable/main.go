@@ -8,6 +8,7 @@ package main
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"os"
 	"regexp"
 	"sort"
@@ -22,6 +23,7 @@ type figure struct {
 	metric     string // the candidate's unit, e.g. "ns/op", "p99-ns", "deliveries/s"
 	baseMetric string // the baseline's unit (default metric)
 	invert     bool   // ratio = base/cand (a time per op turned into a throughput ratio)
+	perOp      int    // with invert: the operations one op counts (1 round trip, 1000 rows), shown per second
 	absolute   bool   // no baseline: the figure is the candidate's value itself
 	op         string // "<=" or ">="
 	target     float64
@@ -29,13 +31,13 @@ type figure struct {
 }
 
 var figures = []figure{
-	{name: "`$/ping` round trips/s, 1 connection", cand: "FigRoundTrip/ping-1conn/server", base: "FigRoundTrip/ping-1conn/echo-baseline", metric: "ns/op", invert: true, op: ">=", target: 0.7, unit: "µs/rt"},
+	{name: "`$/ping` round trips/s, 1 connection", cand: "FigRoundTrip/ping-1conn/server", base: "FigRoundTrip/ping-1conn/echo-baseline", metric: "ns/op", invert: true, op: ">=", target: 0.7, perOp: 1, unit: "/s"},
 	{name: "`$/ping` p99, 1 connection", cand: "FigRoundTrip/ping-1conn/server", base: "FigRoundTrip/ping-1conn/echo-baseline", metric: "p99-ns", op: "<=", target: 2, unit: "µs"},
-	{name: "`$/ping` round trips/s, 8 connections", cand: "FigRoundTrip/ping-8conn/server", base: "FigRoundTrip/ping-8conn/echo-baseline", metric: "ns/op", invert: true, op: ">=", target: 0.8, unit: "µs/rt"},
+	{name: "`$/ping` round trips/s, 8 connections", cand: "FigRoundTrip/ping-8conn/server", base: "FigRoundTrip/ping-8conn/echo-baseline", metric: "ns/op", invert: true, op: ">=", target: 0.8, perOp: 1, unit: "/s"},
 	{name: "`$/ping` p99, 8 connections", cand: "FigRoundTrip/ping-8conn/server", base: "FigRoundTrip/ping-8conn/echo-baseline", metric: "p99-ns", op: "<=", target: 2, unit: "µs"},
-	{name: "`daemon.info` round trips/s, 1 connection", cand: "FigRoundTrip/method-1conn/server", base: "FigRoundTrip/method-1conn/echo-baseline", metric: "ns/op", invert: true, op: ">=", target: 0.7, unit: "µs/rt"},
+	{name: "`daemon.info` round trips/s, 1 connection", cand: "FigRoundTrip/method-1conn/server", base: "FigRoundTrip/method-1conn/echo-baseline", metric: "ns/op", invert: true, op: ">=", target: 0.7, perOp: 1, unit: "/s"},
 	{name: "`daemon.info` p99, 1 connection", cand: "FigRoundTrip/method-1conn/server", base: "FigRoundTrip/method-1conn/echo-baseline", metric: "p99-ns", op: "<=", target: 2, unit: "µs"},
-	{name: "`daemon.info` round trips/s, 8 connections", cand: "FigRoundTrip/method-8conn/server", base: "FigRoundTrip/method-8conn/echo-baseline", metric: "ns/op", invert: true, op: ">=", target: 0.8, unit: "µs/rt"},
+	{name: "`daemon.info` round trips/s, 8 connections", cand: "FigRoundTrip/method-8conn/server", base: "FigRoundTrip/method-8conn/echo-baseline", metric: "ns/op", invert: true, op: ">=", target: 0.8, perOp: 1, unit: "/s"},
 	{name: "`daemon.info` p99, 8 connections", cand: "FigRoundTrip/method-8conn/server", base: "FigRoundTrip/method-8conn/echo-baseline", metric: "p99-ns", op: "<=", target: 2, unit: "µs"},
 	{name: "signals delivered/s, 1 session → 100 watchers", cand: "FigFanout/100watchers/server", base: "FigFanout/100watchers/broadcast-baseline", metric: "deliveries/s", op: ">=", target: 0.8, unit: "/s"},
 	{name: "server CPU per delivered signal, 100 watchers", cand: "FigFanout/100watchers/server", base: "FigFanout/100watchers/broadcast-baseline", metric: "cpu-ns/delivery", op: "<=", target: 1.3, unit: "µs"},
@@ -44,7 +46,7 @@ var figures = []figure{
 	{name: "`chat.send` → first streamed piece, p50", cand: "FigSend/send/server", base: "FigSend/send/echo-baseline", metric: "first-p50-ns", baseMetric: "p50-ns", op: "<=", target: 5, unit: "µs"},
 	{name: "`sessions.resume` of 2000 signals, connect included", cand: "FigResume/2000signals/server", base: "FigResume/2000signals/raw-baseline", metric: "ns/op", op: "<=", target: 3, unit: "µs"},
 	{name: "slow consumer: deliveries/s of the other 99", cand: "FigSlowConsumer/99of100/server-one-slow", base: "FigSlowConsumer/99of100/all-reading-baseline", metric: "deliveries/s", op: ">=", target: 0.95, unit: "/s"},
-	{name: "transcript rows/s through the append path", cand: "FigPersist/1000rows/server", base: "FigPersist/1000rows/copyfrom-baseline", metric: "ns/op", invert: true, op: ">=", target: 0.5, unit: "µs/1000 rows"},
+	{name: "transcript rows/s through the append path", cand: "FigPersist/1000rows/server", base: "FigPersist/1000rows/copyfrom-baseline", metric: "ns/op", invert: true, op: ">=", target: 0.5, perOp: 1000, unit: "/s"},
 	{name: "fan-out with persistence on ÷ off", cand: "FigFanoutPersist/100watchers/server", base: "FigFanoutPersist/100watchers/no-persist-baseline", metric: "deliveries/s", op: ">=", target: 0.9, unit: "/s"},
 	{name: "200-turn page of a 10,000-turn session", cand: "FigPaging/200of10000turns/server", base: "FigPaging/200of10000turns/pgx-baseline", metric: "ns/op", op: "<=", target: 2, unit: "µs"},
 	{name: "RSS per idle handshaken connection (5000)", cand: "FigIdle/5000conns/server", base: "FigIdle/5000conns/raw-baseline", metric: "KiB/conn", op: "<=", target: 1.3, unit: "KiB"},
@@ -56,9 +58,14 @@ var figures = []figure{
 var suffix = regexp.MustCompile(`-\d+$`)
 
 func main() {
+	fmt.Print(table(os.Stdin))
+}
+
+// table reads benchmark output and returns the Markdown table with its closing line.
+func table(in io.Reader) string {
 	// runs[name] is one map of metric → value per repetition, in output order.
 	runs := map[string][]map[string]float64{}
-	sc := bufio.NewScanner(os.Stdin)
+	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
@@ -74,22 +81,24 @@ func main() {
 		}
 		runs[name] = append(runs[name], m)
 	}
-	fmt.Println("| figure | candidate (median) | baseline (median) | ratio (median) | ratio (min–max) | target | verdict |")
-	fmt.Println("|---|---|---|---|---|---|---|")
-	failed := 0
+	var b strings.Builder
+	b.WriteString("| figure | candidate (median) | baseline (median) | ratio (median) | ratio (min–max) | target | verdict |\n")
+	b.WriteString("|---|---|---|---|---|---|---|\n")
+	failed, measured := 0, 0
 	for _, fg := range figures {
 		c := values(runs[fg.cand], fg.metric)
 		if fg.absolute {
 			if len(c) == 0 {
-				fmt.Printf("| %s | not measured | | | | %s %g | — |\n", fg.name, fg.op, fg.target)
+				fmt.Fprintf(&b, "| %s | not measured | | | | %s %g | — |\n", fg.name, fg.op, fg.target)
 				continue
 			}
+			measured++
 			med := median(c)
 			ok := pass(med, fg.op, fg.target)
 			if !ok {
 				failed++
 			}
-			fmt.Printf("| %s | %.3g | (absolute) | %.3g | %.3g–%.3g | %s %g | %s |\n", fg.name, med, med, minOf(c), maxOf(c), fg.op, fg.target, verdict(ok))
+			fmt.Fprintf(&b, "| %s | %.3g | (absolute) | %.3g | %.3g–%.3g | %s %g | %s |\n", fg.name, med, med, minOf(c), maxOf(c), fg.op, fg.target, verdict(ok))
 			continue
 		}
 		bm := fg.baseMetric
@@ -99,9 +108,10 @@ func main() {
 		bv := values(runs[fg.base], bm)
 		n := min(len(c), len(bv))
 		if n == 0 {
-			fmt.Printf("| %s | not measured | not measured | | | %s %g | — |\n", fg.name, fg.op, fg.target)
+			fmt.Fprintf(&b, "| %s | not measured | not measured | | | %s %g× | — |\n", fg.name, fg.op, fg.target)
 			continue
 		}
+		measured++
 		var ratios []float64
 		for i := 0; i < n; i++ {
 			r := c[i] / bv[i]
@@ -115,9 +125,14 @@ func main() {
 		if !ok {
 			failed++
 		}
-		fmt.Printf("| %s | %s | %s | %.2f× | %.2f–%.2f× | %s %g× | %s |\n", fg.name, show(median(c[:n]), fg), show(median(bv[:n]), fg), med, minOf(ratios), maxOf(ratios), fg.op, fg.target, verdict(ok))
+		fmt.Fprintf(&b, "| %s | %s | %s | %.2f× | %.2f–%.2f× | %s %g× | %s |\n", fg.name, show(median(c[:n]), fg), show(median(bv[:n]), fg), med, minOf(ratios), maxOf(ratios), fg.op, fg.target, verdict(ok))
 	}
-	fmt.Printf("\n%d of %d figures miss their target.\n", failed, len(figures))
+	if measured == len(figures) {
+		fmt.Fprintf(&b, "\n%d of %d figures miss their target.\n", failed, len(figures))
+	} else {
+		fmt.Fprintf(&b, "\n%d of the %d figures measured miss their target (%d of %d not measured in this output).\n", failed, measured, len(figures)-measured, len(figures))
+	}
+	return b.String()
 }
 
 func values(rs []map[string]float64, metric string) []float64 {
@@ -130,8 +145,12 @@ func values(rs []map[string]float64, metric string) []float64 {
 	return out
 }
 
+// show formats a median: a time per op of a throughput figure as operations per second, times
+// in µs, rates and sizes as they are.
 func show(v float64, fg figure) string {
 	switch {
+	case fg.perOp > 0:
+		return fmt.Sprintf("%.0f/s", float64(fg.perOp)*1e9/v)
 	case strings.HasPrefix(fg.unit, "µs"):
 		return fmt.Sprintf("%.1f %s", v/1000, fg.unit)
 	case fg.unit == "/s":
