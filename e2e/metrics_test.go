@@ -13,7 +13,7 @@ import (
 
 // TestMetrics: GET /metrics exposes connections, requests by method and outcome, and the Go
 // runtime's figures, to an admin token and on the --debug-listen address; a loopback peer without
-// a token gets 404 (a reverse proxy on the same host would make every request loopback).
+// a token gets 401 (a reverse proxy on the same host would make every request loopback).
 func TestMetrics(t *testing.T) {
 	debug := freeAddr(t)
 	s := startServer(t, serverOpts{dbURL: storetest.URL(t), extra: []string{"--debug-listen", debug}})
@@ -23,7 +23,7 @@ func TestMetrics(t *testing.T) {
 	resp, err := http.Get("http://" + s.addr + "/metrics")
 	require.NoError(t, err)
 	resp.Body.Close()
-	require.Equal(t, http.StatusNotFound, resp.StatusCode, "loopback alone is no credential")
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode, "loopback alone is no credential")
 	req, _ := http.NewRequest(http.MethodGet, "http://"+s.addr+"/metrics", nil)
 	req.Header.Set("Authorization", "Bearer "+s.mintToken("scraper", "admin"))
 	resp, err = http.DefaultClient.Do(req)

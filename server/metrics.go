@@ -94,22 +94,34 @@ func profileHandler(w http.ResponseWriter, r *http.Request) {
 }
 
 // operatorOnly reports whether r may read operator data (metrics, profiles); otherwise it has
-// answered 404, so the paths do not even show to others.
+// answered: 401 without a valid token, 403 for a token that is not admin, 503 when the token
+// could not be checked, each saying which credentials serve.
 func (s *Server) operatorOnly(w http.ResponseWriter, r *http.Request) bool {
 	// Only the unix socket (mode 0600) or an admin token: a reverse proxy on the same host makes
 	// every request look like a loopback peer, so loopback proves nothing (issue 7 item 12).
 	// DebugHandler serves the same without a token on the operator's --debug-listen address.
-	if !viaUnixSocket(r) {
-		ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
-		defer cancel()
-		tok, status := s.authenticate(r.WithContext(ctx))
-		if status != 0 || tok.Scope != string(protocol.ScopeAdmin) {
-			plainText(w, http.StatusNotFound, "Not found.")
-			return false
-		}
+	if viaUnixSocket(r) {
+		return true
 	}
-	return true
+	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+	defer cancel()
+	tok, status := s.authenticate(r.WithContext(ctx))
+	switch {
+	case status == http.StatusServiceUnavailable:
+		plainText(w, status, "Service unavailable: the token could not be checked (the database does not answer); try again.")
+	case status != 0:
+		w.Header().Set("WWW-Authenticate", `Bearer realm="zidane"`)
+		plainText(w, http.StatusUnauthorized, "Unauthorized: "+operatorPaths)
+	case tok.Scope != string(protocol.ScopeAdmin):
+		plainText(w, http.StatusForbidden, "Forbidden: this token's scope is "+tok.Scope+"; "+operatorPaths)
+	default:
+		return true
+	}
+	return false
 }
+
+// operatorPaths says who may read /metrics and /debug/pprof/ (docs/security.md).
+const operatorPaths = "/metrics and /debug/pprof/ answer an admin token (Authorization: Bearer <token>; mint one with `zidane-server token create --scope admin`), the server's unix socket, or the operator's --debug-listen address."
 
 // DebugHandler serves GET /metrics without a token, for the operator's separate --debug-listen
 // address (keep it off public interfaces); every other path is 404.
