@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -74,6 +75,18 @@ func explain(t target, err error) string {
 		return err.Error()
 	case noServer(t, err):
 		return fmt.Sprintf("no server answers at %s, which %s names: %v. The file is stale if that server is gone: start it again (`make run` or `zidane-server start`), or set ZIDANE_URL and ZIDANE_TOKEN", t.url, t.daemonFile, err)
+	case t.daemonFile == "" && !errors.Is(err, client.ErrDisconnected) && strings.Contains(err.Error(), "dial"):
+		return fmt.Sprintf("no server answers at %s (ZIDANE_URL): %s. Check the address, or start the server (`make run` or `zidane-server start`)", t.url, dialCause(err))
+	}
+	return err.Error()
+}
+
+// dialCause is the network's own words for a failed dial ("connect: connection refused"), or
+// the whole error when it holds no *net.OpError.
+func dialCause(err error) string {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Err != nil {
+		return op.Err.Error()
 	}
 	return err.Error()
 }
