@@ -212,11 +212,3 @@ func (h countedHistory) trim(budget int) (kept []provider.Message, tokens, dropp
 	first := h.starts[k]
 	return h.msgs[first:], total - h.cum[first], k, true
 }
-
-// trimHistory is countedHistory.trim of msgs.
-func trimHistory(msgs []provider.Message, budget int) (kept []provider.Message, dropped int, ok bool) {
-	var h countedHistory
-	h.add(msgs...)
-	kept, _, dropped, ok = h.trim(budget)
-	return kept, dropped, ok
-}

@@ -283,3 +283,11 @@ func trimByPass(msgs []provider.Message, budget int) (kept []provider.Message, d
 	}
 	return msgs[starts[0]:], dropped, true
 }
+
+// trimHistory is countedHistory.trim of msgs.
+func trimHistory(msgs []provider.Message, budget int) (kept []provider.Message, dropped int, ok bool) {
+	var h countedHistory
+	h.add(msgs...)
+	kept, _, dropped, ok = h.trim(budget)
+	return kept, dropped, ok
+}
