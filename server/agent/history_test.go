@@ -228,31 +228,49 @@ func TestHistoryIncrementalEqualsWhole(t *testing.T) {
 		if i%3 == 0 {
 			cs.closeBlock("s")
 		}
-		whole := historyFrom(cs.snapshot("s"))
-		h := cs.history("s")
-		require.Equal(t, whole, h.msgs, "after event %d", i)
-		var fresh countedHistory
-		fresh.add(whole...)
-		require.Equal(t, fresh.cum, h.cum, "token sums after event %d", i)
-		require.Equal(t, fresh.starts, h.starts, "exchange starts after event %d", i)
-		total := fresh.cum[len(whole)]
-		budgets := []int{total - 1, total, total + 1}
-		for budget := 0; budget <= total; budget += max(1, total/60) {
-			budgets = append(budgets, budget)
+		requireCountedAgrees(t, historyFrom(cs.snapshot("s")), cs.history("s"), fmt.Sprintf("after event %d", i), nil)
+	}
+}
+
+// requireCountedAgrees checks h, a counted history handed out for the transcript whose whole
+// provider history is whole: the same messages, the token sums and exchange starts a fresh count
+// gives, and trim agreeing with one pass (trimByPass) at budgets across the whole range (and
+// below and above it), plus more(total) when more is not nil.
+func requireCountedAgrees(t testing.TB, whole []provider.Message, h countedHistory, what string, more func(total int) []int) {
+	if len(whole) == 0 {
+		require.Empty(t, h.msgs, what)
+	} else {
+		require.Equal(t, whole, h.msgs, what)
+	}
+	var fresh countedHistory
+	fresh.add(whole...)
+	require.Equal(t, fresh.cum, h.cum, "%s: token sums", what)
+	require.Equal(t, fresh.starts, h.starts, "%s: exchange starts", what)
+	total := fresh.cum[len(whole)]
+	budgets := []int{-1 << 40, -7, -1, total - 1, total, total + 1, 1 << 40}
+	for budget := 0; budget <= total; budget += max(1, total/60) {
+		budgets = append(budgets, budget)
+	}
+	if more != nil {
+		budgets = append(budgets, more(total)...)
+	}
+	for _, budget := range budgets {
+		kept, tokens, dropped, ok := h.trim(budget)
+		wantKept, wantDropped, wantOK := trimByPass(whole, budget)
+		require.Equal(t, wantOK, ok, "%s, budget %d", what, budget)
+		require.Equal(t, wantDropped, dropped, "%s, budget %d", what, budget)
+		if len(wantKept) == 0 {
+			require.Empty(t, kept, "%s, budget %d", what, budget)
+		} else {
+			require.Equal(t, wantKept, kept, "%s, budget %d", what, budget)
 		}
-		for _, budget := range budgets {
-			kept, tokens, dropped, ok := h.trim(budget)
-			wantKept, wantDropped, wantOK := trimByPass(whole, budget)
-			require.Equal(t, wantOK, ok, "event %d, budget %d", i, budget)
-			require.Equal(t, wantDropped, dropped, "event %d, budget %d", i, budget)
-			require.Equal(t, wantKept, kept, "event %d, budget %d", i, budget)
-			if ok {
-				want := 0
-				for _, m := range kept {
-					want += estimateTokens(m)
-				}
-				require.Equal(t, want, tokens, "event %d, budget %d", i, budget)
-			}
+		want := 0
+		for _, m := range kept {
+			want += estimateTokens(m)
+		}
+		require.Equal(t, want, tokens, "%s, budget %d", what, budget)
+		if ok {
+			require.LessOrEqual(t, tokens, max(budget, 0), "%s, budget %d", what, budget)
 		}
 	}
 }
