@@ -136,6 +136,16 @@ func (s *Server) authenticate(r *http.Request) (store.Token, int) {
 	return t, 0
 }
 
+// refuseAuth answers a request that authenticate refused with status: 503 when the token could
+// not be checked (the database), else status with msg as the body (the upgrade's and the token
+// check's are exactly "Unauthorized", the seed's captured answers).
+func refuseAuth(w http.ResponseWriter, status int, msg string) {
+	if status == http.StatusServiceUnavailable {
+		msg = "Service Unavailable: the database is not reachable; try again shortly"
+	}
+	plainText(w, status, msg)
+}
+
 // maxTokenLen bounds a presented token; minted tokens are "zds_" + 43 characters.
 const maxTokenLen = 256
 

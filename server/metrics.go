@@ -107,11 +107,11 @@ func (s *Server) operatorOnly(w http.ResponseWriter, r *http.Request) bool {
 	defer cancel()
 	tok, status := s.authenticate(r.WithContext(ctx))
 	switch {
-	case status == http.StatusServiceUnavailable:
-		plainText(w, status, "Service unavailable: the token could not be checked (the database does not answer); try again.")
 	case status != 0:
-		w.Header().Set("WWW-Authenticate", `Bearer realm="zidane"`)
-		plainText(w, http.StatusUnauthorized, "Unauthorized: "+operatorPaths)
+		if status == http.StatusUnauthorized {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="zidane"`)
+		}
+		refuseAuth(w, status, "Unauthorized: "+operatorPaths)
 	case tok.Scope != string(protocol.ScopeAdmin):
 		plainText(w, http.StatusForbidden, "Forbidden: this token's scope is "+tok.Scope+"; "+operatorPaths)
 	default:

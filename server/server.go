@@ -550,11 +550,7 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request) {
 	}
 	tok, status := s.authenticate(r)
 	if status != 0 {
-		msg := "Unauthorized"
-		if status == http.StatusServiceUnavailable {
-			msg = "Service Unavailable: the database is not reachable; try again shortly"
-		}
-		plainText(w, status, msg)
+		refuseAuth(w, status, "Unauthorized")
 		return
 	}
 	cw := &corkingWriter{ResponseWriter: w}

@@ -47,11 +47,7 @@ func (s *Server) serveTokenCheck(w http.ResponseWriter, r *http.Request) {
 	}
 	tok, status := s.authenticate(r)
 	if status != 0 {
-		msg := "Unauthorized"
-		if status == http.StatusServiceUnavailable {
-			msg = "Service Unavailable: the database is not reachable; try again shortly"
-		}
-		plainText(w, status, msg)
+		refuseAuth(w, status, "Unauthorized")
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"name": tok.Name, "scope": tok.Scope})

@@ -53,7 +53,13 @@ func resolveTarget(o promptOptions, stderr io.Writer) (target, int) {
 // noServer reports whether err says that nothing answers at the address daemon.json names (a
 // stale file: exit 2, "no server found", as for a missing file).
 func noServer(t target, err error) bool {
-	return t.daemonFile != "" && !errors.Is(err, client.ErrDisconnected) && strings.Contains(err.Error(), "dial")
+	return t.daemonFile != "" && dialFailed(err)
+}
+
+// dialFailed reports whether err is a connect that no server answered (not a connection that
+// dropped later).
+func dialFailed(err error) bool {
+	return !errors.Is(err, client.ErrDisconnected) && strings.Contains(err.Error(), "dial")
 }
 
 // explain turns a client error into what the user should know and do.
@@ -75,7 +81,7 @@ func explain(t target, err error) string {
 		return err.Error()
 	case noServer(t, err):
 		return fmt.Sprintf("no server answers at %s, which %s names: %v. The file is stale if that server is gone: start it again (`make run` or `zidane-server start`), or set ZIDANE_URL and ZIDANE_TOKEN", t.url, t.daemonFile, err)
-	case t.daemonFile == "" && !errors.Is(err, client.ErrDisconnected) && strings.Contains(err.Error(), "dial"):
+	case t.daemonFile == "" && dialFailed(err):
 		return fmt.Sprintf("no server answers at %s (ZIDANE_URL): %s. Check the address, or start the server (`make run` or `zidane-server start`)", t.url, dialCause(err))
 	}
 	return err.Error()
