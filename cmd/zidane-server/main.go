@@ -43,6 +43,11 @@ import (
 	"github.com/zidane-server/zidane/server/workspace/sandbox"
 )
 
+// httpIdleTimeout closes a plain-HTTP keep-alive connection idle this long between requests
+// (health checks, /metrics scrapes); without it idle connections stayed open for ever. Upgraded
+// WebSocket connections are the protocol's own (ping/pong) and do not count.
+const httpIdleTimeout = 2 * time.Minute
+
 func main() {
 	// A sandboxed command re-executes this binary as its launcher; that run ends here.
 	sandbox.Main()
@@ -313,7 +318,7 @@ func startCmd() *cobra.Command {
 				ln.Close()
 				return err
 			}
-			hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+			hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: httpIdleTimeout}
 			errc := make(chan error, 2)
 			var uln net.Listener
 			if unixSocket != "" {
@@ -335,7 +340,7 @@ func startCmd() *cobra.Command {
 					ln.Close()
 					return fmt.Errorf("--debug-listen: %w", err)
 				}
-				dhs = &http.Server{Handler: srv.DebugHandler(), ReadHeaderTimeout: 10 * time.Second}
+				dhs = &http.Server{Handler: srv.DebugHandler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: httpIdleTimeout}
 				go dhs.Serve(dln)
 				defer dhs.Close()
 				log.Info("debug address: GET /metrics without a token", "addr", dln.Addr().String())
