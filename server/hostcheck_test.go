@@ -94,9 +94,20 @@ func TestMetricsAccess(t *testing.T) {
 	assert.Equal(t, http.StatusForbidden, code, "a chat token")
 	assert.Contains(t, body, "scope is chat")
 	assert.NotContains(t, body, "go_goroutines")
-	code, body = e.get("/metrics", host, e.mint("admin"), false)
+	admin := e.mint("admin")
+	code, body = e.get("/metrics", host, admin, false)
 	assert.Equal(t, http.StatusOK, code, "an admin token")
 	assert.Contains(t, body, "go_goroutines")
+	for _, method := range []string{http.MethodHead, http.MethodPost} {
+		req, err := http.NewRequest(method, e.hs.URL+"/metrics", nil)
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+admin)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, http.StatusMethodNotAllowed, resp.StatusCode, method)
+		assert.Equal(t, "GET", resp.Header.Get("Allow"), method)
+	}
 
 	// The unix socket: local by construction, no token and no Host check.
 	sock := filepath.Join(t.TempDir(), "s.sock")

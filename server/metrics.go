@@ -127,8 +127,10 @@ const operatorPaths = "/metrics and /debug/pprof/ answer an admin token (Authori
 // address (keep it off public interfaces); every other path is 404.
 func (s *Server) DebugHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodGet && r.URL.Path == "/metrics" {
-			s.metrics.handler.ServeHTTP(w, r)
+		if r.URL.Path == "/metrics" {
+			if onlyGet(w, r) {
+				s.metrics.handler.ServeHTTP(w, r)
+			}
 			return
 		}
 		if strings.HasPrefix(r.URL.Path, "/debug/pprof/") {

@@ -497,8 +497,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			"appVersion": Version, "protocolVersion": protocol.ProtocolVersion,
 			"minProtocolVersion": protocol.MinProtocolVersion, "schemaHash": protocol.SchemaHash,
 		})
-	case r.Method == http.MethodGet && r.URL.Path == "/metrics":
-		s.serveMetrics(w, r)
+	case r.URL.Path == "/metrics":
+		if onlyGet(w, r) {
+			s.serveMetrics(w, r)
+		}
 	case strings.HasPrefix(r.URL.Path, "/debug/pprof/"):
 		s.serveProfile(w, r)
 	case r.URL.Path == "/zidane/pair":
@@ -513,6 +515,16 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		plainText(w, http.StatusNotFound, "Not found. Connect a WebSocket to this port, or GET /healthz, /version, /protocol.json, /metrics, or POST /zidane/pair.")
 	}
+}
+
+// onlyGet reports whether r is a GET; otherwise it has answered 405 with Allow: GET.
+func onlyGet(w http.ResponseWriter, r *http.Request) bool {
+	if r.Method == http.MethodGet {
+		return true
+	}
+	w.Header().Set("Allow", http.MethodGet)
+	plainText(w, http.StatusMethodNotAllowed, "Method Not Allowed: "+r.URL.Path+" answers GET.")
+	return false
 }
 
 // plainText answers a refusal with exactly msg as the body (the seed's captured answers).
