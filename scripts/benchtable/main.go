@@ -7,8 +7,10 @@ package main
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"regexp"
 	"sort"
@@ -58,28 +60,44 @@ var figures = []figure{
 var suffix = regexp.MustCompile(`-\d+$`)
 
 func main() {
-	fmt.Print(table(os.Stdin))
+	out, err := table(os.Stdin)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "benchtable:", err)
+		os.Exit(1)
+	}
+	fmt.Print(out)
 }
 
-// table reads benchmark output and returns the Markdown table with its closing line.
-func table(in io.Reader) string {
+// table reads benchmark output and returns the Markdown table with its closing line. Errors: the
+// input could not be read, or holds no benchmark line. A value that is not a finite number is
+// left out, as if not measured; a ratio figure's value at or below zero is refused as invalid.
+func table(in io.Reader) (string, error) {
 	// runs[name] is one map of metric → value per repetition, in output order.
 	runs := map[string][]map[string]float64{}
-	sc := bufio.NewScanner(in)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) < 4 || !strings.HasPrefix(f[0], "Benchmark") {
-			continue
-		}
-		name := suffix.ReplaceAllString(strings.TrimPrefix(f[0], "Benchmark"), "")
-		m := map[string]float64{}
-		for i := 2; i+1 < len(f); i += 2 {
-			if v, err := strconv.ParseFloat(f[i], 64); err == nil {
-				m[f[i+1]] = v
+	br := bufio.NewReader(in) // no line length limit: a long log line must not end the input
+	lines := 0
+	for {
+		line, rerr := br.ReadString('\n')
+		if f := strings.Fields(line); len(f) >= 4 && strings.HasPrefix(f[0], "Benchmark") {
+			lines++
+			name := suffix.ReplaceAllString(strings.TrimPrefix(f[0], "Benchmark"), "")
+			m := map[string]float64{}
+			for i := 2; i+1 < len(f); i += 2 {
+				if v, err := strconv.ParseFloat(f[i], 64); err == nil && !math.IsNaN(v) && !math.IsInf(v, 0) {
+					m[f[i+1]] = v
+				}
 			}
+			runs[name] = append(runs[name], m)
 		}
-		runs[name] = append(runs[name], m)
+		if rerr == io.EOF {
+			break
+		}
+		if rerr != nil {
+			return "", fmt.Errorf("reading the benchmark output: %w", rerr)
+		}
+	}
+	if lines == 0 {
+		return "", errors.New("no benchmark result lines in the input: pipe `go test -run '^$' -bench Fig… ` output into it (docs/benchmarks.md)")
 	}
 	var b strings.Builder
 	b.WriteString("| figure | candidate (median) | baseline (median) | ratio (median) | ratio (min–max) | target | verdict |\n")
@@ -108,10 +126,15 @@ func table(in io.Reader) string {
 		bv := values(runs[fg.base], bm)
 		n := min(len(c), len(bv))
 		if n == 0 {
-			fmt.Fprintf(&b, "| %s | not measured | not measured | | | %s %g× | — |\n", fg.name, fg.op, fg.target)
+			fmt.Fprintf(&b, "| %s | %s | %s | | | %s %g× | — |\n", fg.name, measuredOrNot(len(c)), measuredOrNot(len(bv)), fg.op, fg.target)
 			continue
 		}
 		measured++
+		if minOf(c[:n]) <= 0 || minOf(bv[:n]) <= 0 {
+			failed++
+			fmt.Fprintf(&b, "| %s | invalid: a value at or below zero | | | | %s %g× | **fail** |\n", fg.name, fg.op, fg.target)
+			continue
+		}
 		var ratios []float64
 		for i := 0; i < n; i++ {
 			r := c[i] / bv[i]
@@ -132,7 +155,15 @@ func table(in io.Reader) string {
 	} else {
 		fmt.Fprintf(&b, "\n%d of the %d figures measured miss their target (%d of %d not measured in this output).\n", failed, measured, len(figures)-measured, len(figures))
 	}
-	return b.String()
+	return b.String(), nil
+}
+
+// measuredOrNot says whether a side of a figure has values: a figure missing one side says which.
+func measuredOrNot(n int) string {
+	if n == 0 {
+		return "not measured"
+	}
+	return fmt.Sprintf("%d runs, no pair", n)
 }
 
 func values(rs []map[string]float64, metric string) []float64 {
