@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -25,4 +26,20 @@ func TestExplainNoServerAtURL(t *testing.T) {
 	require.Error(t, err)
 	msg := explain(target{url: url, token: "zds_x"}, err)
 	assert.Equal(t, "no server answers at "+url+" (ZIDANE_URL): connect: connection refused. Check the address, or start the server (`make run` or `zidane-server start`)", msg)
+}
+
+// TestBadZidaneURL: a ZIDANE_URL that is no server address is bad usage (exit 2), said before the
+// token is asked for.
+func TestBadZidaneURL(t *testing.T) {
+	for _, u := range []string{":::", "localhost:4380", "ftp://host", "ws://[::1", "ws://", "unix://"} {
+		t.Setenv("ZIDANE_URL", u)
+		t.Setenv("ZIDANE_TOKEN", "")
+		var stderr strings.Builder
+		_, code := resolveTarget(promptOptions{}, &stderr)
+		assert.Equal(t, exitUsage, code, u)
+		assert.Contains(t, stderr.String(), "is not a server address: use ws://HOST:PORT", u)
+	}
+	for _, u := range []string{"ws://127.0.0.1:4380", "wss://example.com", "http://[::1]:4380/x", "unix:///tmp/z.sock"} {
+		assert.True(t, serverURL(u), u)
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -30,6 +31,10 @@ type target struct {
 
 func resolveTarget(o promptOptions, stderr io.Writer) (target, int) {
 	t := target{url: os.Getenv("ZIDANE_URL"), token: os.Getenv("ZIDANE_TOKEN")}
+	if t.url != "" && !serverURL(t.url) {
+		fmt.Fprintf(stderr, "zidane: ZIDANE_URL %q is not a server address: use ws://HOST:PORT (or wss://, http://, https://, or unix:///path/to/socket)\n", t.url)
+		return t, exitUsage
+	}
 	if t.url == "" {
 		// A local server: its daemon.json names the URL and a chat token.
 		d, err := client.ReadDaemonFile(o.dataDir)
@@ -48,6 +53,22 @@ func resolveTarget(o promptOptions, stderr io.Writer) (target, int) {
 		return t, exitUsage
 	}
 	return t, exitOK
+}
+
+// serverURL reports whether u is an address the client dials: ws, wss, http or https with a
+// host, or unix with a path.
+func serverURL(u string) bool {
+	p, err := url.Parse(u)
+	if err != nil {
+		return false
+	}
+	switch p.Scheme {
+	case "ws", "wss", "http", "https":
+		return p.Host != ""
+	case "unix":
+		return p.Path != ""
+	}
+	return false
 }
 
 // noServer reports whether err says that nothing answers at the address daemon.json names (a
