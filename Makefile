@@ -2,6 +2,8 @@
 SHELL := /bin/bash
 GO ?= go
 LISTEN ?= 127.0.0.1:4380
+# SERVER_ENV tells the server that make started it, so refusals naming a flag show the ARGS form.
+SERVER_ENV = ZIDANE_MAKE_RUN=1
 
 .PHONY: all generate check-generated build run test fuzz soak bench bootstrap release-schema clean
 
@@ -19,10 +21,10 @@ check-generated:
 build:
 	$(GO) build -o bin/ ./cmd/zidane-server ./cmd/zidane
 
-## run: build and start the server on its embedded default (a managed local Postgres); MODEL=provider/model picks the model
+## run: build and start the server on its embedded default (a managed local Postgres); MODEL=provider/model picks the model, ARGS="--flag …" passes any start flag
 run: build
 	@scripts/bootstrap.sh --server
-	bin/zidane-server start --listen $(LISTEN) $(if $(MODEL),--model $(MODEL))
+	$(SERVER_ENV) bin/zidane-server start --listen $(LISTEN) $(if $(MODEL),--model $(MODEL)) $(ARGS)
 
 ## test: every test, the drift check and the TypeScript type-check
 test:

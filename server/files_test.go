@@ -117,6 +117,12 @@ func TestFsCreateFolder(t *testing.T) {
 	m := off.call("fs.createFolder", fmt.Sprintf(`{"path":%q}`, filepath.Join(root, "new")))
 	require.Equal(t, -32014, errCode(m))
 	require.Contains(t, errMsg(m), "--allow-create-folders")
+	require.NotContains(t, errMsg(m), "make run")
+
+	// Started by make run, the refusal names the ARGS form too.
+	_, viaMake := filesEnv(t, root, func(c *Config) { c.ViaMakeRun = true })
+	m = viaMake.call("fs.createFolder", fmt.Sprintf(`{"path":%q}`, filepath.Join(root, "new")))
+	require.Contains(t, errMsg(m), `make run ARGS="--allow-create-folders"`)
 
 	_, c := filesEnv(t, root, func(c *Config) { c.AllowCreateFolders = true })
 	h := c.call("ipc.hello", helloParams) // a second hello is refused; the flag is in the first

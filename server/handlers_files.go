@@ -142,7 +142,7 @@ func (h fsHandler) Search(ctx context.Context, p *protocol.FsSearchParams) (*pro
 // CreateFolder implements fs.createFolder, when the operator allows it.
 func (h fsHandler) CreateFolder(ctx context.Context, p *protocol.FsCreateFolderParams) (*protocol.FolderEntry, error) {
 	if !h.s.cfg.AllowCreateFolders {
-		return nil, protocol.NewHandlerFailedError("Creating folders is off on this server; its operator can start it with --allow-create-folders.")
+		return nil, protocol.NewHandlerFailedError("Creating folders is off on this server; its operator can start it with " + h.s.flagHint("--allow-create-folders") + ".")
 	}
 	clean := filepath.Clean(p.Path)
 	name := filepath.Base(clean)

@@ -454,7 +454,7 @@ func (s *Server) cloneDest(into string) (string, error) {
 func (h gitHandler) Clone(ctx context.Context, p *protocol.GitCloneParams) (*protocol.GitCloneResult, error) {
 	s := h.s
 	if !s.cfg.AllowClone {
-		return nil, protocol.NewHandlerFailedError("Cloning is off on this server; the operator starts it with --allow-clone.")
+		return nil, protocol.NewHandlerFailedError("Cloning is off on this server; the operator starts it with " + s.flagHint("--allow-clone") + ".")
 	}
 	c := connFrom(ctx)
 	if c == nil {

@@ -35,7 +35,7 @@ type termJob struct {
 
 func (s *Server) terminalsOn() error {
 	if !s.cfg.ProjectTerminals {
-		return protocol.NewHandlerFailedError("Project terminals are off on this server; the operator starts it with --project-terminals.")
+		return protocol.NewHandlerFailedError("Project terminals are off on this server; the operator starts it with " + s.flagHint("--project-terminals") + ".")
 	}
 	return nil
 }

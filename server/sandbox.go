@@ -45,7 +45,7 @@ func (s *Server) newSandbox() error {
 		return err
 	}
 	if c.Default == sandbox.Off && !c.AllowOff {
-		return fmt.Errorf("the default sandbox policy off needs --sandbox-allow-off")
+		return fmt.Errorf("the default sandbox policy off needs %s", s.flagHint("--sandbox-allow-off"))
 	}
 	if c.ScratchBase == "" {
 		if s.cfg.DataDir != "" {

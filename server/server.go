@@ -148,7 +148,26 @@ type Config struct {
 	TerminalPrepare func(*exec.Cmd) error
 	// Sandbox configures the OS sandbox of the agent's commands (issue 14).
 	Sandbox SandboxConfig
+	// ViaMakeRun is set when `make run` started the server (ZIDANE_MAKE_RUN=1): a refusal that
+	// names a start flag then names the `make run ARGS="…"` form too (FlagHint).
+	ViaMakeRun bool
 }
+
+// MakeRunEnv is the variable `make run` sets so that refusals naming a start flag also say how
+// to pass it through make (Config.ViaMakeRun).
+const MakeRunEnv = "ZIDANE_MAKE_RUN"
+
+// FlagHint names a start flag (with its value, e.g. "--allowed-host NAME") as an operator passes
+// it: the flag itself, followed, when viaMake is set, by the `make run ARGS="…"` form.
+func FlagHint(flag string, viaMake bool) string {
+	if !viaMake {
+		return flag
+	}
+	return flag + ` (with make run: make run ARGS="` + flag + `")`
+}
+
+// flagHint is FlagHint for this server's start.
+func (s *Server) flagHint(flag string) string { return FlagHint(flag, s.cfg.ViaMakeRun) }
 
 // Server is one zidane-server process.
 type Server struct {
@@ -473,7 +492,7 @@ func (s *Server) track(c *conn, add bool) {
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	health := (r.Method == http.MethodGet || r.Method == http.MethodHead) && (r.URL.Path == "/healthz" || r.URL.Path == "/health")
 	if !health && !s.hostAllowed(r) {
-		plainText(w, http.StatusForbidden, "Forbidden: host not allowed. This server listens on a loopback address and answers only Host names that are loopback (localhost, 127.0.0.1, [::1]) with its port; an operator can allow another name with --allowed-host.")
+		plainText(w, http.StatusForbidden, "Forbidden: host not allowed. This server listens on a loopback address and answers only Host names that are loopback (localhost, 127.0.0.1, [::1]) with its port; an operator can allow another name with "+s.flagHint("--allowed-host NAME")+".")
 		return
 	}
 	if isUpgrade(r) {

@@ -309,7 +309,8 @@ func startCmd() *cobra.Command {
 			self, cli := binaries()
 			cfg := server.Config{WorkspaceRoots: roots, AllowedOrigins: origins, AllowedHosts: allowedHosts, TokenRecheck: tokenRecheck, DataDir: db.dataDir, StepDelay: stepDelay, Logger: log, Limits: limits, Binary: self,
 				AllowClone: allowClone, CloneSchemes: cloneSchemes, ProjectTerminals: projectTerminals, AllowCreateFolders: allowCreateFolders,
-				ApprovalTimeout: approvalTimeout, Models: models, SystemPrompt: systemPrompt, RunLimits: runLimits, Sandbox: sb}
+				ApprovalTimeout: approvalTimeout, Models: models, SystemPrompt: systemPrompt, RunLimits: runLimits, Sandbox: sb,
+				ViaMakeRun: os.Getenv(server.MakeRunEnv) == "1"}
 			if db.databaseURL != "" {
 				cfg.DatabaseURL = db.databaseURL
 			}
