@@ -327,6 +327,9 @@ func TestCLIServerKilledMidRun(t *testing.T) {
 	px.SetTarget(s2.addr)
 	assert.Equal(t, 1, cli.wait(waitTimeout))
 	assert.Contains(t, cli.stderr.String(), "reloaded the transcript")
+	// The drop is said in a sentence, not as a chain of wrapped errors.
+	assert.Contains(t, cli.stderr.String(), "zidane: lost the connection to "+px.URL()+": ")
+	assert.NotContains(t, cli.stderr.String(), "failed to get reader")
 	// The new server closes the interrupted run in the transcript with an error event, which the
 	// CLI reports; without it the CLI says the run did not finish.
 	assert.Regexp(t, `The server stopped during the run|the run did not finish`, cli.stderr.String())
@@ -388,4 +391,29 @@ func TestCLIRefusedModelLeavesNoSession(t *testing.T) {
 	}
 	c.result("sessions.list", map[string]any{}, &list)
 	assert.Empty(t, list.Sessions, "the refused prompt's session was removed")
+}
+
+// TestCLIUnknownSessionSaysLeaveItOut: --session with an id the server does not have says so and
+// how to start a new session (exit 2, bad usage), instead of the server's sessions.list hint.
+func TestCLIUnknownSessionSaysLeaveItOut(t *testing.T) {
+	s := startServer(t, serverOpts{dbURL: storetest.URL(t)})
+	tok := s.mintToken("cli", "chat")
+	const id = "8f2d4c1e-0000-4000-8000-000000000000"
+	code, _, errs := runCLI(t, s, tok, "--session", id, "-c", "hi")
+	assert.Equal(t, 2, code, "stderr: %s", errs)
+	assert.Contains(t, errs, "the server has no session "+id+": leave --session out")
+}
+
+// TestCLIModelsTakesDataDir: `zidane models --data-dir DIR` finds the local server through
+// DIR/daemon.json, as the prompt command does.
+func TestCLIModelsTakesDataDir(t *testing.T) {
+	data := t.TempDir()
+	startServer(t, serverOpts{dbURL: storetest.URL(t), dataDir: data})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, cliBin, "models", "--data-dir", data)
+	cmd.Env = env(true)
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	assert.Contains(t, string(out), "scripted/")
 }

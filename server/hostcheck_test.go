@@ -89,7 +89,7 @@ func TestMetricsAccess(t *testing.T) {
 	assert.Contains(t, body, "admin token")
 	code, body = e.get("/metrics", host, "zds_not-a-token-we-minted", false)
 	assert.Equal(t, http.StatusUnauthorized, code, "a token that does not exist")
-	assert.Contains(t, body, "token create --scope admin")
+	assert.Contains(t, body, "token create --name metrics --scope admin")
 	code, body = e.get("/metrics", host, e.token, false)
 	assert.Equal(t, http.StatusForbidden, code, "a chat token")
 	assert.Contains(t, body, "scope is chat")

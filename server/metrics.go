@@ -121,7 +121,7 @@ func (s *Server) operatorOnly(w http.ResponseWriter, r *http.Request) bool {
 }
 
 // operatorPaths says who may read /metrics and /debug/pprof/ (docs/security.md).
-const operatorPaths = "/metrics and /debug/pprof/ answer an admin token (Authorization: Bearer <token>; mint one with `zidane-server token create --scope admin`), the server's unix socket, or the operator's --debug-listen address."
+const operatorPaths = "/metrics and /debug/pprof/ answer an admin token (Authorization: Bearer <token>; mint one with `zidane-server token create --name metrics --scope admin`), the server's unix socket, or the operator's --debug-listen address."
 
 // DebugHandler serves GET /metrics without a token, for the operator's separate --debug-listen
 // address (keep it off public interfaces); every other path is 404.

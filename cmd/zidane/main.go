@@ -115,7 +115,8 @@ func rootCmd(stdout, stderr io.Writer) *cobra.Command {
 	f.StringVar(&o.sessionID, "session", "", "send to this session instead of creating one")
 	f.DurationVar(&o.timeout, "timeout", 10*time.Minute, "give up after this long")
 	f.DurationVar(&o.cancelWait, "cancel-wait", 10*time.Second, "after Ctrl-C, how long to wait for the cancelled run to end")
-	f.StringVar(&o.dataDir, "data-dir", client.DefaultDataDir(), "where a local server's daemon.json is, used when ZIDANE_URL is not set")
+	// --data-dir is every command's (zidane models too).
+	root.PersistentFlags().StringVar(&o.dataDir, "data-dir", client.DefaultDataDir(), "where a local server's daemon.json is, used when ZIDANE_URL is not set")
 	f.StringVar(&o.model, "model", "", "the model for this prompt and the session's next ones, provider/model (zidane models lists them)")
 	root.AddCommand(versionCmd(stdout), modelsCmd(&o, stdout, stderr))
 	return root

@@ -16,6 +16,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/coder/websocket"
+
 	"github.com/zidane-server/zidane/client"
 	"github.com/zidane-server/zidane/protocol"
 )
@@ -81,6 +83,39 @@ func noServer(t target, err error) bool {
 // dropped later).
 func dialFailed(err error) bool {
 	return !errors.Is(err, client.ErrDisconnected) && strings.Contains(err.Error(), "dial")
+}
+
+// unknownSession reports whether err is the server's answer for a session id it does not have
+// (HandlerFailed "Session "<id>" not found. …", server/handlers.go sessionNotFound).
+func unknownSession(err error, id string) bool {
+	var rpcErr *protocol.Error
+	return errors.As(err, &rpcErr) && rpcErr.Code == protocol.CodeHandlerFailed &&
+		strings.HasPrefix(rpcErr.Message, fmt.Sprintf("Session %q not found.", id))
+}
+
+// lostCause says in a few words why a connection ended: the server closed it (with its close
+// code and reason), it stopped answering, or the network's own words; never a chain of wrapped
+// errors.
+func lostCause(err error) string {
+	var ce websocket.CloseError
+	var op *net.OpError
+	switch {
+	case err == nil:
+		return "the connection ended"
+	case errors.As(err, &ce):
+		s := fmt.Sprintf("the server closed it (%d %s)", int(ce.Code), strings.TrimPrefix(ce.Code.String(), "Status"))
+		if ce.Reason != "" {
+			s = fmt.Sprintf("the server closed it (%d %s: %s)", int(ce.Code), strings.TrimPrefix(ce.Code.String(), "Status"), ce.Reason)
+		}
+		return s
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return "the connection ended without a close (the server stopped or the network dropped)"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "the server stopped answering (no pong in time)"
+	case errors.As(err, &op) && op.Err != nil:
+		return op.Err.Error()
+	}
+	return err.Error()
 }
 
 // explain turns a client error into what the user should know and do.
@@ -174,7 +209,7 @@ func runPrompt(o promptOptions, stdout, stderr io.Writer) int {
 	c, err := client.Dial(setupCtx, t.url, client.Options{Token: t.token, AppVersion: "zidane-cli " + Version, OnState: func(s client.StateChange) {
 		switch s.State {
 		case client.StateReconnecting:
-			fmt.Fprintf(stderr, "zidane: %v; reconnecting in %s\n", s.Err, s.Delay.Round(10*time.Millisecond))
+			fmt.Fprintf(stderr, "zidane: lost the connection to %s: %s; reconnecting in %s\n", t.url, lostCause(s.Err), s.Delay.Round(10*time.Millisecond))
 			wasDown = true
 		case client.StateConnected:
 			if wasDown {
@@ -256,6 +291,10 @@ func runPrompt(o promptOptions, stdout, stderr io.Writer) int {
 		startDeadline = time.After(unknownStartWait)
 	}
 	if err != nil {
+		if o.sessionID != "" && unknownSession(err, o.sessionID) {
+			fmt.Fprintf(stderr, "zidane: the server has no session %s: leave --session out to start a new one (the CLI prints each new session's id)\n", o.sessionID)
+			return exitUsage
+		}
 		return setupFailed(setupCtx, ctx, t, stderr, "send", err)
 	}
 	p := &printer{out: stdout, stderr: stderr, sid: sid, runID: res.RunID, prompt: o.prompt, asJSON: o.asJSON, newSession: o.sessionID == ""}

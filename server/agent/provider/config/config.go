@@ -35,6 +35,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -170,6 +171,29 @@ func Load(path string) (*File, error) {
 	return Parse(b, path)
 }
 
+// lineCol is ":LINE:COL" (1-based, columns in bytes) of a JSON syntax or type error in b, or ""
+// for an error without an offset.
+func lineCol(b []byte, err error) string {
+	var off int64
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		off = se.Offset
+	case errors.As(err, &te):
+		off = te.Offset
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		off = int64(len(b))
+	default:
+		return ""
+	}
+	off = min(max(off, 1), int64(len(b)))
+	before := b[:off]
+	line := bytes.Count(before, []byte("\n")) + 1
+	col := len(before) - (bytes.LastIndexByte(before, '\n') + 1)
+	return fmt.Sprintf(":%d:%d", line, col)
+}
+
 // Parse reads and checks a config file's content; path names it in errors.
 func Parse(b []byte, path string) (*File, error) {
 	var probe struct {
@@ -188,7 +212,7 @@ func Parse(b []byte, path string) (*File, error) {
 	dec.DisallowUnknownFields()
 	var f File
 	if err := dec.Decode(&f); err != nil {
-		return nil, fmt.Errorf("config %s: %w", path, err)
+		return nil, fmt.Errorf("config %s%s: %w", path, lineCol(b, err), err)
 	}
 	if err := f.Limits.check(); err != nil {
 		return nil, fmt.Errorf("config %s: %w", path, err)
@@ -287,9 +311,12 @@ func Build(opts Options) (*Setup, error) {
 		if keyEnv != "" {
 			key = provider.NewSecret(env(keyEnv))
 			s.KeyEnvs = appendOnce(s.KeyEnvs, keyEnv)
-			// A local server (Ollama, llama.cpp, vLLM on this host) usually needs no key: an unset
-			// key there is the normal case, not a setting that will not work.
-			if !key.IsSet() && !loopbackURL(pc.BaseURL) {
+			// An unset key is always said as a warning; a local server (Ollama, llama.cpp, vLLM
+			// on this host) usually needs none, so there it says the requests go without one.
+			switch {
+			case !key.IsSet() && loopbackURL(pc.BaseURL):
+				s.Warnings = append(s.Warnings, fmt.Sprintf("provider %q: %s is not set; its requests to %s go without a key (fine for a local server that needs none)", pc.Name, keyEnv, pc.BaseURL))
+			case !key.IsSet():
 				s.Warnings = append(s.Warnings, fmt.Sprintf("provider %q: %s is not set; its requests will fail until it is", pc.Name, keyEnv))
 			}
 		}

@@ -195,14 +195,15 @@ func TestConfigFileErrors(t *testing.T) {
 }
 
 // A local OpenAI-compatible server (Ollama, llama.cpp) usually needs no key: OPENAI_BASE_URL on a
-// loopback host without OPENAI_API_KEY works and warns of nothing; a remote one without the key
-// gets the warning naming the variable.
+// loopback host without OPENAI_API_KEY works, and the start still warns that the key variable is
+// unset (saying requests go without one); a remote one without the key gets the warning that
+// its requests will fail.
 func TestLocalBaseURLNeedsNoKeyWarning(t *testing.T) {
 	f := openaitest.New(t)
 	f.Enqueue(openaitest.Reply("local", 1, 1))
 	s, err := config.Build(config.Options{LookupEnv: envOf(map[string]string{"OPENAI_BASE_URL": f.BaseURL()}), Model: "openai/llama"})
 	require.NoError(t, err)
-	assert.Empty(t, s.Warnings)
+	assert.Equal(t, []string{fmt.Sprintf(`provider "openai": OPENAI_API_KEY is not set; its requests to %s go without a key (fine for a local server that needs none)`, f.BaseURL())}, s.Warnings)
 	p, err := s.Find("openai")
 	require.NoError(t, err)
 	require.NoError(t, providertest.Run(p, providertest.Hi("llama")).Err)
@@ -211,4 +212,18 @@ func TestLocalBaseURLNeedsNoKeyWarning(t *testing.T) {
 	s, err = config.Build(config.Options{LookupEnv: envOf(map[string]string{"OPENAI_BASE_URL": "https://llm.example.com/v1"}), Model: "openai/big"})
 	require.NoError(t, err)
 	assert.Contains(t, s.Warnings, `provider "openai": OPENAI_API_KEY is not set; its requests will fail until it is`)
+}
+
+// A config file that is not valid JSON is refused naming the line and column of the error, as an
+// editor shows them.
+func TestConfigSyntaxErrorNamesLineAndColumn(t *testing.T) {
+	for _, c := range []struct{ body, at string }{
+		{"{\n  \"default\": \"scripted/scripted\",\n  \"providers\": [,]\n}\n", "config.json:3:17: "},
+		{"{\n  \"default\": 5\n}\n", "config.json:2:14: "},
+		{"{\n  \"default\": \"x\"", "config.json:2:16: "},
+	} {
+		_, err := config.Parse([]byte(c.body), "config.json")
+		require.Error(t, err, c.body)
+		assert.Contains(t, err.Error(), c.at, c.body)
+	}
 }
