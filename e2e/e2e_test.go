@@ -108,6 +108,8 @@ type serverOpts struct {
 	// tlsCA, when set, is the CA of the certificate passed in extra (--tls-cert): the health
 	// check speaks https and trusts it.
 	tlsCA *x509.CertPool
+	// files are passed to the server as descriptors 3, 4, … (as a shell's `exec 9<file` would).
+	files []*os.File
 }
 
 type serverProc struct {
@@ -174,6 +176,7 @@ func startServer(t *testing.T, o serverOpts) *serverProc {
 	s.cmd = exec.Command(serverBin, args...)
 	s.cmd.Env = env(o.noDBEnv, o.env...)
 	s.cmd.Stdout, s.cmd.Stderr = s.stdout, s.stderr
+	s.cmd.ExtraFiles = o.files
 	require.NoError(t, s.cmd.Start())
 	go func() { s.waitErr = s.cmd.Wait(); close(s.done) }()
 	t.Cleanup(func() {

@@ -51,6 +51,12 @@ const httpIdleTimeout = 2 * time.Minute
 func main() {
 	// A sandboxed command re-executes this binary as its launcher; that run ends here.
 	sandbox.Main()
+	// Descriptors inherited from whoever started the server (a shell's `exec 9<file`, a
+	// supervisor, an IDE) reach none of its children (field case T05): they close at every exec.
+	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
+		fmt.Fprintln(os.Stderr, "zidane-server: marking inherited descriptors close-on-exec:", err)
+		os.Exit(1)
+	}
 	if err := rootCmd().Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "zidane-server:", err)
 		os.Exit(1)

@@ -406,6 +406,11 @@ func execStage() int {
 	if err := unix.Chdir(sp.Dir); err != nil {
 		return fail("exec", fmt.Errorf("folder %s: %w", sp.Dir, err))
 	}
+	// Only stdin, stdout and stderr reach the command (field case T05): every other descriptor,
+	// whoever opened it and whatever its flags, closes at the execve.
+	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
+		return fail("exec", fmt.Errorf("close descriptors: %w", err))
+	}
 	err = syscall.Exec(sp.Path, sp.Args, sp.Env)
 	return fail("exec", fmt.Errorf("%s: %w", sp.Path, err))
 }
