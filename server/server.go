@@ -195,7 +195,8 @@ type Server struct {
 	conns    map[*conn]struct{}
 	draining atomic.Bool // set by Shutdown: new connections are refused with 503
 
-	presencePending atomic.Bool // a coalesced presence:changed is scheduled
+	presencePending atomic.Bool   // a coalesced presence:changed is scheduled
+	rechecks        atomic.Uint64 // token re-checks finished (recheckTokens), which tests wait on
 
 	media  *mediaTickets // GET /zidane/media tickets (media.go)
 	drafts *draftBook    // drafts in memory, written coalesced (handlers_state.go)
@@ -397,6 +398,7 @@ func (s *Server) presenceSoon() {
 // notice arrived, and drops such tokens from the token cache: run after every (re)LISTEN and
 // every Config.TokenRecheck (field case B32).
 func (s *Server) recheckTokens() {
+	defer s.rechecks.Add(1)
 	seen := map[string]bool{}
 	var ids []string
 	add := func(id string) {
