@@ -139,6 +139,10 @@ func gitErr(err error, dir string) error {
 		return protocol.NewHandlerFailedError(fmt.Sprintf("%v: pass a valid branch or revision name that does not start with '-'.", err))
 	case errors.Is(err, gitx.ErrNoUpstream):
 		return protocol.NewHandlerFailedError("The current branch has no upstream to sync with; set one (git branch --set-upstream-to) or check out a branch that has one.")
+	case errors.Is(err, gitx.ErrUnnamedRemote):
+		return protocol.NewHandlerFailedError(fmt.Sprintf("The branch's upstream remote is refused (%v): git.sync syncs only with a remote configured in the repository (remote.<name>.url) that names no remote helper; add one (git remote add) and set it as the upstream (git branch --set-upstream-to).", err))
+	case errors.Is(err, gitx.ErrLocalPush):
+		return protocol.NewHandlerFailedError(fmt.Sprintf("git.sync does not push to a local repository (%v): git would start that repository's own receive side, whose hooks would run as the server's user outside the sandbox. Give the remote an https or ssh push URL (git remote set-url --push), or push from your own shell; fetching from a local path still works.", err))
 	case errors.Is(err, gitx.ErrDiverged):
 		return protocol.NewHandlerFailedError(fmt.Sprintf("The branch %v; merge or rebase it yourself, then sync again.", err))
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
@@ -346,7 +350,8 @@ func (h gitHandler) CreateBranch(ctx context.Context, p *protocol.GitCreateBranc
 	return h.s.gitHead(ctx, repo.Top)
 }
 
-// Sync implements git.sync (admin): the remote's URL passes the same rules as a clone's.
+// Sync implements git.sync (admin): every URL git would fetch from or push to passes the same
+// rules as a clone's, and a push never goes to a local path (gitx.ErrLocalPush).
 func (h gitHandler) Sync(ctx context.Context, p *protocol.GitSyncParams) (*protocol.GitSyncResult, error) {
 	repo, err := h.s.gitRepo(ctx, p.Cwd)
 	if err != nil {

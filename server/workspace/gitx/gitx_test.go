@@ -2,6 +2,7 @@ package gitx
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -292,7 +293,7 @@ func TestCheckoutAndCreateBranch(t *testing.T) {
 	assert.Equal(t, sha, st.Head)
 }
 
-func TestSyncPullsAndPushes(t *testing.T) {
+func TestSyncPullsRefusesLocalPushChecksEveryURL(t *testing.T) {
 	src := newRepo(t)
 	parent, _ := filepath.EvalSymlinks(t.TempDir())
 	gitT(t, parent, "clone", "-q", "--bare", src, "remote.git")
@@ -309,13 +310,29 @@ func TestSyncPullsAndPushes(t *testing.T) {
 	res, err := r.Sync(ctx(t), a, check)
 	require.NoError(t, err)
 	assert.Equal(t, &SyncResult{Pulled: 1}, res)
-	assert.Equal(t, []string{bare}, seen)
+	assert.Equal(t, []string{bare, bare}, seen, "the fetch URL and the push URL")
+	// A push to a local repository is refused: its receive side would run its hooks.
 	write(t, a, "a.txt", "from a\n")
 	gitT(t, a, "commit", "-q", "-am", "from a")
-	res, err = r.Sync(ctx(t), a, check)
-	require.NoError(t, err)
-	assert.Equal(t, &SyncResult{Pushed: 1}, res)
-	assert.Equal(t, gitT(t, a, "rev-parse", "HEAD"), gitT(t, bare, "rev-parse", "main"))
+	before := gitT(t, bare, "rev-parse", "main")
+	_, err = r.Sync(ctx(t), a, check)
+	require.ErrorIs(t, err, ErrLocalPush)
+	assert.Equal(t, before, gitT(t, bare, "rev-parse", "main"))
+	// Every URL git would use is checked, rewritten as git rewrites it.
+	gitT(t, a, "config", "remote.origin.pushurl", "ssh://example.invalid/p.git")
+	gitT(t, a, "config", "url.ssh://example.invalid/.pushInsteadOf", "ssh://rewrite.invalid/")
+	gitT(t, a, "config", "--add", "remote.origin.pushurl", "ssh://rewrite.invalid/q.git")
+	gitT(t, a, "config", "url."+parent+"/.insteadOf", "/nowhere/")
+	gitT(t, a, "config", "--add", "remote.origin.url", "/nowhere/remote.git")
+	seen = nil
+	_, err = r.Sync(ctx(t), a, func(u string) error { seen = append(seen, u); return errors.New("refused") })
+	require.Error(t, err)
+	assert.Equal(t, []string{bare}, seen, "refused at the first URL")
+	seen = nil
+	_, _ = r.Sync(ctx(t), a, func(u string) error { seen = append(seen, u); return nil })
+	assert.Equal(t, []string{bare, bare, "ssh://example.invalid/p.git", "ssh://rewrite.invalid/q.git"}, seen)
+	gitT(t, a, "config", "--unset-all", "remote.origin.pushurl")
+	gitT(t, a, "reset", "-q", "--hard", "origin/main")
 	// Diverged: refused.
 	write(t, b, "c.txt", "b again\n")
 	gitT(t, b, "commit", "-q", "-am", "b again")
@@ -453,14 +470,30 @@ func TestWatchRefsCoalescedFromAnotherProcess(t *testing.T) {
 	}
 }
 
+// fakeSSH puts an ssh on PATH that logs the command git asks the remote host to run and runs it
+// on this machine (a remote host that is this one); it returns the log's path.
+func fakeSSH(t *testing.T) string {
+	bin := t.TempDir()
+	log := filepath.Join(t.TempDir(), "ssh.log")
+	write(t, bin, "ssh", "#!/bin/sh\nfor last; do :; done\nprintf '%s\\n' \"$last\" >> "+log+"\nexec sh -c \"$last\"\n")
+	require.NoError(t, os.Chmod(filepath.Join(bin, "ssh"), 0o755))
+	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	return log
+}
+
 // TestSyncRunsNoRemoteCommandOfTheRepository arms a remote's upload-pack and receive-pack
-// commands and an ssh command in a clone's config; Sync's fetch and push run none of them.
+// commands and an ssh command in a clone's config; Sync's fetch and push over ssh (to a push URL
+// of its own) run none of them: the remote host is asked for git-upload-pack and git-receive-pack.
 func TestSyncRunsNoRemoteCommandOfTheRepository(t *testing.T) {
 	src := newRepo(t)
 	parent, _ := filepath.EvalSymlinks(t.TempDir())
 	gitT(t, parent, "clone", "-q", "--bare", src, "remote.git")
+	gitT(t, parent, "clone", "-q", "--bare", src, "push.git")
 	gitT(t, parent, "clone", "-q", "remote.git", "c")
 	clone := filepath.Join(parent, "c")
+	log := fakeSSH(t)
+	gitT(t, clone, "remote", "set-url", "origin", "ssh://host.invalid"+parent+"/remote.git")
+	gitT(t, clone, "remote", "set-url", "--push", "origin", "ssh://host.invalid"+parent+"/push.git")
 	marker := filepath.Join(t.TempDir(), "ran")
 	evil := "echo >>" + marker + " "
 	gitT(t, clone, "config", "remote.origin.uploadpack", evil+"uploadpack; git-upload-pack")
@@ -472,8 +505,12 @@ func TestSyncRunsNoRemoteCommandOfTheRepository(t *testing.T) {
 	res, err := r.Sync(ctx(t), clone, func(string) error { return nil })
 	require.NoError(t, err)
 	assert.Equal(t, 1, res.Pushed)
+	assert.Equal(t, gitT(t, clone, "rev-parse", "HEAD"), gitT(t, filepath.Join(parent, "push.git"), "rev-parse", "main"), "pushed to the push URL")
 	_, err = os.Stat(marker)
 	require.True(t, os.IsNotExist(err), "the runner ran a remote command of the repository: %s", readFile(marker))
-	gitT(t, clone, "fetch", "-q")
+	assert.Equal(t, "git-upload-pack '"+parent+"/remote.git'\ngit-receive-pack '"+parent+"/push.git'\n", readFile(log))
+	plain := exec.Command("git", "fetch", "-q") // fails: the armed ssh command only echoes
+	plain.Dir = clone
+	_ = plain.Run()
 	assert.FileExists(t, marker, "the trap should fire for plain git")
 }

@@ -8,8 +8,16 @@
 // (core.hooksPath=/dev/null), core.fsmonitor, external diff and textconv drivers (--no-ext-diff,
 // --no-textconv), the clean/smudge/process filters the repository's config names, remote
 // upload-pack/receive-pack commands (--upload-pack, --receive-pack), credential helpers and askpass programs it adds, signature
-// checks (gpg), submodule recursion and automatic gc, and it restricts transports to an allowlist
-// (protocol.allow=never plus one entry per allowed scheme, and GIT_ALLOW_PROTOCOL).
+// checks (gpg), submodule recursion, automatic gc and lazy fetches of a partial clone's missing
+// objects (GIT_NO_LAZY_FETCH), and it restricts transports to an allowlist (protocol.allow=never
+// plus one entry per allowed scheme, and GIT_ALLOW_PROTOCOL).
+//
+// Another repository (the other end of a local transport): git clears the -c settings for the
+// programs it starts there, so the runner never pushes over a local transport (receive-pack would
+// run that repository's hooks; ErrLocalPush, and "file" is off the allowlist for every push), and
+// fetches and clones from a local path run a hardened upload-pack (`git -c … upload-pack`, the
+// same settings; upload-pack runs no hook and its pack-objects hook is read only from the
+// operator's own config).
 //
 // safe.directory: the runner never widens it. Git's own ownership check stands: a repository
 // owned by another user than the server's is refused (ErrUnsafeRepository), unless the operator
@@ -25,6 +33,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"regexp"
 	"strings"
 	"syscall"
 	"time"
@@ -110,8 +119,13 @@ func (r *Runner) schemes() []string {
 	return DefaultSchemes
 }
 
-// baseFlags come before the subcommand on every call.
-func (r *Runner) baseFlags() []string {
+// baseFlags come before the subcommand on every call; noLocal takes the file transport off the
+// allowlist (pushes).
+func (r *Runner) baseFlags(noLocal bool) []string {
+	file := "always"
+	if noLocal {
+		file = "never"
+	}
 	f := []string{
 		"--no-pager",
 		"-c", "core.hooksPath=/dev/null",
@@ -123,7 +137,7 @@ func (r *Runner) baseFlags() []string {
 		"-c", "gc.auto=0",
 		"-c", "maintenance.auto=false",
 		"-c", "protocol.allow=never",
-		"-c", "protocol.file.allow=always",
+		"-c", "protocol.file.allow=" + file,
 	}
 	for _, s := range r.schemes() {
 		f = append(f, "-c", "protocol."+s+".allow=always")
@@ -133,8 +147,13 @@ func (r *Runner) baseFlags() []string {
 
 // env is the clean environment of every git call: only what git needs from the server's
 // environment (PATH, HOME, XDG_CONFIG_HOME for the operator's global config, SSH_AUTH_SOCK for
-// ssh remotes), and settings that keep git from prompting or running programs.
-func (r *Runner) env(readOnly bool) []string {
+// ssh remotes), and settings that keep git from prompting or running programs. noLocal keeps
+// "file" out of GIT_ALLOW_PROTOCOL (which, once set, overrides every protocol.*.allow).
+func (r *Runner) env(readOnly, noLocal bool) []string {
+	allow := r.schemes()
+	if !noLocal {
+		allow = append([]string{"file"}, allow...)
+	}
 	e := []string{
 		"LANG=C", "LC_ALL=C",
 		"GIT_CONFIG_NOSYSTEM=1",
@@ -146,7 +165,10 @@ func (r *Runner) env(readOnly bool) []string {
 		"PAGER=cat",
 		"GIT_PROXY_COMMAND=",
 		"GIT_SSH_COMMAND=ssh -o BatchMode=yes",
-		"GIT_ALLOW_PROTOCOL=" + strings.Join(append([]string{"file"}, r.schemes()...), ":"),
+		"GIT_ALLOW_PROTOCOL=" + strings.Join(allow, ":"),
+		// A partial clone fetches missing objects from its promisor remote on demand, with the
+		// remote's uploadpack from the repository's config (which -c cannot override).
+		"GIT_NO_LAZY_FETCH=1",
 	}
 	if readOnly {
 		// Reads do not refresh the index: no lock taken beside the agent's own git.
@@ -160,11 +182,47 @@ func (r *Runner) env(readOnly bool) []string {
 	return e
 }
 
+// IsLocalURL reports whether git reaches url through its local transport (the other repository's
+// git-upload-pack or git-receive-pack started on this machine): a file:// URL, or a path (no
+// colon, or a slash before the first colon), as git's url_is_local_not_ssh decides. A
+// "scheme://" URL of another scheme, scp-like host:path and transport::address are not local.
+func IsLocalURL(url string) bool {
+	if m := urlSchemeRE.FindStringSubmatch(url); m != nil {
+		return strings.EqualFold(m[1], "file")
+	}
+	if helperRE.MatchString(url) {
+		return false
+	}
+	colon, slash := strings.IndexByte(url, ':'), strings.IndexByte(url, '/')
+	return colon < 0 || (slash >= 0 && slash < colon)
+}
+
+var (
+	urlSchemeRE = regexp.MustCompile(`^([A-Za-z][A-Za-z0-9+.-]*)://`)
+	helperRE    = regexp.MustCompile(`^[A-Za-z0-9._~-]+::`)
+)
+
+// uploadPack is the --upload-pack program for a fetch or clone from url: for a local one, git
+// itself with the runner's settings, since git clears the caller's -c settings for the other
+// repository's upload-pack; otherwise the plain name (a remote's shell may allow only that).
+func (r *Runner) uploadPack(url string) string {
+	if !IsLocalURL(url) {
+		return "git-upload-pack"
+	}
+	q := func(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+	parts := []string{q(r.bin())}
+	for _, f := range r.baseFlags(false) {
+		parts = append(parts, q(f))
+	}
+	return strings.Join(append(parts, "upload-pack"), " ")
+}
+
 // call is one git invocation.
 type call struct {
 	dir      string
 	args     []string
 	readOnly bool
+	noLocal  bool                  // no local transport (pushes): "file" is off the allowlist
 	stdout   io.Writer             // when set, output streams here instead of being captured
 	stderr   io.Writer             // when set, stderr streams here too (clone progress)
 	timeout  time.Duration         // 0: Runner.Timeout
@@ -176,7 +234,7 @@ type call struct {
 
 // run executes c and returns its standard output.
 func (r *Runner) run(ctx context.Context, c call) ([]byte, int, error) {
-	args := r.baseFlags()
+	args := r.baseFlags(c.noLocal)
 	if c.scan {
 		extra, err := r.neutralize(ctx, c.dir)
 		if err != nil {
@@ -193,7 +251,7 @@ func (r *Runner) run(ctx context.Context, c call) ([]byte, int, error) {
 	defer cancel()
 	cmd := exec.CommandContext(cctx, r.bin(), args...)
 	cmd.Dir = c.dir
-	cmd.Env = r.env(c.readOnly)
+	cmd.Env = r.env(c.readOnly, c.noLocal)
 	cmd.Stdin = nil
 	// Its own process group, so a timeout or cancel stops git and everything it started
 	// (ssh, upload-pack, index-pack).

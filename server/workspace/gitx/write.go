@@ -78,9 +78,23 @@ var ErrNoUpstream = errors.New("no upstream")
 // ErrDiverged: the branch and its upstream both have commits the other lacks.
 var ErrDiverged = errors.New("diverged from upstream")
 
+// ErrUnnamedRemote: the branch's upstream remote is a URL or path, not a remote configured in
+// the repository (remote.<name>.url), or one that names a remote helper (remote.<name>.vcs).
+var ErrUnnamedRemote = errors.New("not a configured remote")
+
+// ErrLocalPush: a push URL of the remote is a local path or file:// URL. Git starts the other
+// repository's git-receive-pack for it without the runner's settings, and that runs the other
+// repository's hooks as the server's user, so the runner never pushes over the local transport.
+var ErrLocalPush = errors.New("push to a local repository")
+
 // Sync fetches the current branch's upstream remote, fast-forwards the branch when it is behind
-// and pushes it when it is ahead. checkURL vets the remote's URL (after insteadOf rewriting)
-// before anything is fetched. A branch that diverged from its upstream is refused (ErrDiverged).
+// and pushes it when it is ahead. The remote must be a named remote of the repository.
+// checkURL vets every URL git would use for it, resolved as git resolves them (its fetch URLs and
+// push URLs: remote.<name>.url, .pushurl, insteadOf and pushInsteadOf rewrites), before anything
+// is fetched; the remote's uploadpack and receivepack are never used (the options name the
+// programs). A branch that diverged from its upstream is refused (ErrDiverged); a push to a
+// local URL is refused (ErrLocalPush), and the push itself runs with the file transport off, so
+// git would refuse one too. A fetch from a local URL runs a hardened upload-pack (runner doc).
 func (r *Runner) Sync(ctx context.Context, top string, checkURL func(string) error) (*SyncResult, error) {
 	st, err := r.Status(ctx, top)
 	if err != nil {
@@ -100,17 +114,20 @@ func (r *Runner) Sync(ctx context.Context, top string, checkURL func(string) err
 	if err := plainRev(remote); err != nil {
 		return nil, err
 	}
-	url, _, err := r.run(ctx, call{dir: top, readOnly: true, scan: true, args: []string{"ls-remote", "--get-url", remote}})
+	fetchURLs, pushURLs, err := r.remoteURLs(ctx, top, remote)
 	if err != nil {
 		return nil, err
 	}
-	if err := checkURL(strings.TrimSpace(string(url))); err != nil {
-		return nil, err
+	for _, u := range append(append([]string{}, fetchURLs...), pushURLs...) {
+		if err := checkURL(u); err != nil {
+			return nil, err
+		}
 	}
 	long := call{dir: top, scan: true, timeout: r.cloneTimeout()}
 	// The remote's uploadpack/receivepack in the repository's config would run a command (the
-	// first value wins there, so -c cannot override it): the options name the programs.
-	long.args = []string{"fetch", "--quiet", "--no-recurse-submodules", "--no-write-fetch-head", "--upload-pack=git-upload-pack", remote}
+	// first value wins there, so -c cannot override it): the options name the programs. Git
+	// fetches from the first URL.
+	long.args = []string{"fetch", "--quiet", "--no-recurse-submodules", "--no-write-fetch-head", "--upload-pack=" + r.uploadPack(fetchURLs[0]), remote}
 	if _, _, err := r.run(ctx, long); err != nil {
 		return nil, err
 	}
@@ -128,6 +145,12 @@ func (r *Runner) Sync(ctx context.Context, top string, checkURL func(string) err
 		res.Pulled = st.Behind
 	}
 	if st.Ahead > 0 {
+		for _, u := range pushURLs {
+			if IsLocalURL(u) {
+				return nil, fmt.Errorf("%w: %s", ErrLocalPush, u)
+			}
+		}
+		long.noLocal = true
 		long.args = []string{"push", "--quiet", "--no-recurse-submodules", "--no-signed", "--receive-pack=git-receive-pack", remote, "HEAD:" + merge}
 		if _, _, err := r.run(ctx, long); err != nil {
 			return nil, err
@@ -135,6 +158,37 @@ func (r *Runner) Sync(ctx context.Context, top string, checkURL func(string) err
 		res.Pushed = st.Ahead
 	}
 	return res, nil
+}
+
+// remoteURLs returns the URLs git fetches from and pushes to for the named remote, rewritten as
+// git rewrites them (`git remote get-url --all`, with and without --push). A remote that is not
+// configured, or that names a remote helper, is ErrUnnamedRemote.
+func (r *Runner) remoteURLs(ctx context.Context, top, remote string) (fetch, push []string, err error) {
+	if u, err := r.configValue(ctx, top, "remote."+remote+".url"); err != nil || u == "" {
+		return nil, nil, fmt.Errorf("%w: %q", ErrUnnamedRemote, remote)
+	}
+	if v, err := r.configValue(ctx, top, "remote."+remote+".vcs"); err != nil || v != "" {
+		return nil, nil, fmt.Errorf("%w: %q names a remote helper (remote.%s.vcs)", ErrUnnamedRemote, remote, remote)
+	}
+	get := func(extra ...string) ([]string, error) {
+		args := append(append([]string{"remote", "get-url", "--all"}, extra...), remote)
+		out, _, err := r.run(ctx, call{dir: top, readOnly: true, args: args})
+		if err != nil {
+			return nil, err
+		}
+		urls := strings.Split(strings.TrimRight(string(out), "\n"), "\n")
+		if urls[0] == "" {
+			return nil, fmt.Errorf("%w: %q has no URL", ErrUnnamedRemote, remote)
+		}
+		return urls, nil
+	}
+	if fetch, err = get(); err != nil {
+		return nil, nil, err
+	}
+	if push, err = get("--push"); err != nil {
+		return nil, nil, err
+	}
+	return fetch, push, nil
 }
 
 func (r *Runner) configValue(ctx context.Context, top, key string) (string, error) {
@@ -171,7 +225,8 @@ var ErrExists = errors.New("destination exists")
 // Progress is reported through progress (may be nil), at most every 100 ms per phase plus each
 // phase's end. The clone is made in a hidden folder beside dest and renamed into place only
 // when it succeeded: a failed or cancelled clone (ctx) leaves nothing behind. Submodules are not
-// cloned; no hook, filter (Git LFS included) or other program of the repository runs.
+// cloned; no hook, filter (Git LFS included) or other program of the repository runs, nor of the
+// source's repository when url is local (a hardened upload-pack, runner doc).
 func (r *Runner) Clone(ctx context.Context, url, dest string, progress func(Progress)) error {
 	parent := filepath.Dir(dest)
 	if _, err := os.Lstat(dest); err == nil {
@@ -191,7 +246,7 @@ func (r *Runner) Clone(ctx context.Context, url, dest string, progress func(Prog
 	}()
 	_, _, err = r.run(ctx, call{
 		dir: parent, timeout: r.cloneTimeout(), stderr: pw,
-		args: []string{"clone", "--progress", "--no-local", "--no-recurse-submodules", "--template=", "--", url, into},
+		args: []string{"clone", "--progress", "--no-local", "--no-recurse-submodules", "--template=", "--upload-pack=" + r.uploadPack(url), "--", url, into},
 	})
 	pw.Close()
 	<-done
