@@ -14,6 +14,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/zidane-server/zidane/server/oneline"
 	"github.com/zidane-server/zidane/server/store"
 )
 
@@ -232,6 +233,10 @@ func (s *Server) servePair(w http.ResponseWriter, r *http.Request) {
 	req.Name = strings.TrimSpace(req.Name)
 	if req.Code == "" || req.Name == "" || utf8.RuneCountInString(req.Name) > 200 {
 		pairError(w, http.StatusBadRequest, "Both code and name are required (name: at most 200 characters).")
+		return
+	}
+	if problem := oneline.Problem("a token name", req.Name); problem != "" {
+		pairError(w, http.StatusBadRequest, "The name is refused: "+problem+".")
 		return
 	}
 	if len(store.NormalizePairCode(req.Code)) != store.PairCodeLength {

@@ -39,6 +39,7 @@ import (
 	"github.com/zidane-server/zidane/protocol"
 	"github.com/zidane-server/zidane/server"
 	"github.com/zidane-server/zidane/server/agent"
+	"github.com/zidane-server/zidane/server/oneline"
 	"github.com/zidane-server/zidane/server/store"
 	"github.com/zidane-server/zidane/server/workspace/sandbox"
 )
@@ -590,6 +591,9 @@ func tokenCmd() *cobra.Command {
 			if name == "" {
 				return errors.New("--name is required")
 			}
+			if problem := oneline.Problem("a token name", name); problem != "" {
+				return fmt.Errorf("--name %q: %s", name, problem)
+			}
 			if !protocol.Scope(scope).IsKnown() || scope == "none" {
 				return fmt.Errorf("--scope %q: use chat, admin or machine", scope)
 			}
@@ -632,7 +636,7 @@ func tokenCmd() *cobra.Command {
 			tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "NAME\tSCOPE\tCREATED\tLAST USED\tREVOKED")
 			for _, t := range ts {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", t.Name, t.Scope, t.CreatedAt.Format(time.RFC3339), fmtTime(t.LastUsedAt), fmtTime(t.RevokedAt))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", oneline.Line(t.Name), t.Scope, t.CreatedAt.Format(time.RFC3339), fmtTime(t.LastUsedAt), fmtTime(t.RevokedAt))
 			}
 			return tw.Flush()
 		},

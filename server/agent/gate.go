@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/zidane-server/zidane/protocol"
+	"github.com/zidane-server/zidane/server/oneline"
 	"github.com/zidane-server/zidane/server/store"
 )
 
@@ -108,6 +109,7 @@ func (g *Gate) RequestApproval(ctx context.Context, a ApprovalAsk, origin Origin
 		if a.StorePrefix != "" {
 			s += ":" + a.StorePrefix
 		}
+		s = oneline.Line(s)
 		req.AlwaysStores = &s
 	}
 	p := &pendingApproval{req: req, origin: origin, alwaysTool: a.StoreTool, alwaysPrefix: a.StorePrefix, alwaysNote: a.Note,

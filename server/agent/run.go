@@ -12,6 +12,7 @@ import (
 	"github.com/zidane-server/zidane/protocol"
 	"github.com/zidane-server/zidane/server/agent/provider"
 	"github.com/zidane-server/zidane/server/agent/provider/scripted"
+	"github.com/zidane-server/zidane/server/oneline"
 	"github.com/zidane-server/zidane/server/store"
 )
 
@@ -247,25 +248,18 @@ func toolsTokens(ts []provider.Tool) int {
 }
 
 // callLine renders a call on one line: name("value") when the arguments are one string member
-// (lookup("Say hello.")), else name(arguments); cut at 60 and 80 characters.
+// (lookup("Say hello.")), else name(arguments); each part through oneline.Cut (at 60 and 80
+// characters), since the model chose all of it.
 func callLine(c provider.ToolCall) string {
 	var one map[string]any
 	if json.Unmarshal(c.Arguments, &one) == nil && len(one) == 1 {
 		for _, v := range one {
 			if sv, ok := v.(string); ok {
-				return fmt.Sprintf("%s(%q)", c.Name, truncate(sv, 60))
+				return oneline.Cut(c.Name, 60) + `("` + oneline.Cut(sv, 60) + `")`
 			}
 		}
 	}
-	return fmt.Sprintf("%s(%s)", c.Name, truncate(string(c.Arguments), 80))
-}
-
-func truncate(s string, n int) string {
-	r := []rune(s)
-	if len(r) <= n {
-		return s
-	}
-	return string(r[:n]) + "…"
+	return oneline.Cut(c.Name, 60) + "(" + oneline.Cut(string(c.Arguments), 80) + ")"
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -3,6 +3,8 @@ package agent
 import (
 	"strings"
 	"unicode"
+
+	"github.com/zidane-server/zidane/server/oneline"
 )
 
 // maxTitleRunes bounds a title taken from a prompt; a longer first line is cut and ends in "…".
@@ -72,47 +74,11 @@ func extendsCluster(r rune) bool {
 	return unicode.In(r, unicode.Mn, unicode.Me, unicode.Mc) || keepsTogether(r) || (r >= 0x1F3FB && r <= 0x1F3FF)
 }
 
-// Visible reports whether s has a character that shows: a graphic rune that is neither a space,
-// a format character (zero-width space, joiners, direction marks), a combining mark on its own,
-// nor a blank that draws nothing (Hangul fillers, the Braille blank).
-func Visible(s string) bool {
-	for _, r := range s {
-		if unicode.IsGraphic(r) && !unicode.IsSpace(r) && !unicode.In(r, unicode.Cf, unicode.Mn, unicode.Me, unicode.Mc) && !isBlank(r) {
-			return true
-		}
-	}
-	return false
-}
-
-func isBlank(r rune) bool {
-	switch r {
-	case '\u115F', '\u1160', '\u3164', '\uFFA0', '\u2800':
-		return true
-	}
-	return false
-}
+// Visible reports whether s has a character that shows (oneline.Visible).
+func Visible(s string) bool { return oneline.Visible(s) }
 
 // TitleProblem says what keeps s from being a title a client sets (sessions.create,
-// sessions.rename), "" when nothing: it needs a character that shows (Visible), and may hold no
-// control characters (line breaks, tabs, NUL) and no bidi embeddings, overrides or isolates,
-// which would reorder the row every app shows it in.
-func TitleProblem(s string) string {
-	if !Visible(s) {
-		return "a title needs a visible character (not only spaces, control, zero-width or combining characters)"
-	}
-	for _, r := range s {
-		switch {
-		case unicode.IsControl(r):
-			return "a title cannot hold control characters (line breaks, tabs, NUL); send it on one line"
-		case isBidiControl(r):
-			return "a title cannot hold bidi embeddings, overrides or isolates (U+202A–U+202E, U+2066–U+2069)"
-		}
-	}
-	return ""
-}
-
-// isBidiControl reports whether r opens or closes a bidi embedding, override or isolate
-// (U+202A–U+202E, U+2066–U+2069).
-func isBidiControl(r rune) bool {
-	return (r >= 0x202A && r <= 0x202E) || (r >= 0x2066 && r <= 0x2069)
-}
+// sessions.rename), "" when nothing: oneline.Problem, the one check of every name people read on
+// one line (a character that shows, no control characters, no bidi embeddings, overrides or
+// isolates).
+func TitleProblem(s string) string { return oneline.Problem("a title", s) }

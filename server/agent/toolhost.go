@@ -14,6 +14,7 @@ import (
 	"github.com/zidane-server/zidane/protocol"
 	"github.com/zidane-server/zidane/server/agent/provider"
 	"github.com/zidane-server/zidane/server/agent/tools"
+	"github.com/zidane-server/zidane/server/oneline"
 	"github.com/zidane-server/zidane/server/store"
 	"github.com/zidane-server/zidane/server/workspace"
 )
@@ -267,7 +268,7 @@ func (h *ToolHost) approvalAsk(tc HostCall, c *tools.Call, input json.RawMessage
 		cwd = tc.Session.Cwd
 	}
 	req := protocol.ApprovalRequest{SessionID: tc.Session.ID, RunID: tc.RunID, CallID: tc.Call.ID, Tool: tc.Call.Name,
-		Input: input, Summary: c.Summary, Cwd: cwd}
+		Input: input, Summary: oneline.Line(c.Summary), Cwd: cwd}
 	if c.Diff != "" {
 		req.Diff = &c.Diff
 	}
@@ -278,7 +279,7 @@ func (h *ToolHost) approvalAsk(tc HostCall, c *tools.Call, input json.RawMessage
 	switch {
 	case c.Command != nil:
 		key, why := c.Command.SafelistKey()
-		a.StorePrefix, a.Note, a.CanStore = key, why, key != ""
+		a.StorePrefix, a.Note, a.CanStore = key, oneline.Line(why), key != ""
 	case c.GitMeta:
 		a.CanStore, a.Note = false, "writes under .git ask every time"
 	}

@@ -11,6 +11,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/zidane-server/zidane/server/oneline"
 )
 
 // Approval modes of a session (issue 9; schema approvals.json ApprovalMode).
@@ -183,8 +185,14 @@ type execer interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 }
 
-// audit inserts one audit row through q (a connection or a transaction).
+// auditDetailMax is the length, in characters, an audit entry's detail is cut at.
+const auditDetailMax = 2 * oneline.Max
+
+// audit inserts one audit row through q (a connection or a transaction). The actor and the detail
+// are stored as one line a person can trust (oneline.Cut): both are built from names and text a
+// client or a model chose.
 func audit(ctx context.Context, q execer, actor, action, sessionID, detail string) error {
+	actor, detail = oneline.Line(actor), oneline.Cut(detail, auditDetailMax)
 	var sid *uuid.UUID
 	if u, err := uuid.Parse(sessionID); err == nil {
 		sid = &u

@@ -116,11 +116,7 @@ func (Exec) Check(_ context.Context, env *Env, input json.RawMessage) (*Call, er
 	if err != nil {
 		return nil, err
 	}
-	first, _, more := strings.Cut(in.Command, "\n")
-	if more {
-		first += " …"
-	}
-	return &Call{Summary: "exec " + first, Command: ParseCommand(in.Command), Cwd: dir.Abs()}, nil
+	return &Call{Summary: "exec " + in.Command, Command: ParseCommand(in.Command), Cwd: dir.Abs()}, nil
 }
 
 // Run implements Tool. The command runs in its own process group; on timeout or when ctx ends the
