@@ -131,9 +131,15 @@ func TestTerminalPrintfReadResizeExitAndDrop(t *testing.T) {
 	assert.Empty(t, list.Terminals, "another connection's terminals are not listed")
 	e = b.callErr("terminal.input", map[string]any{"terminalId": st.TerminalID, "data": "exit\r"})
 	assert.Equal(t, protocol.CodeHandlerFailed, e.Code)
+	// terminal.kill of another connection's terminal is HandlerFailed, as schema/terminal.json
+	// says, worded as for an id that names no terminal.
+	e = b.callErr("terminal.kill", map[string]any{"terminalId": st.TerminalID})
+	assert.Equal(t, protocol.CodeHandlerFailed, e.Code)
+	assert.Contains(t, e.Message, "No running terminal")
+	require.False(t, processGone(shell), "another connection's kill touched nothing")
 	var k protocol.TerminalKillResult
-	b.result("terminal.kill", map[string]any{"terminalId": st.TerminalID}, &k)
-	assert.False(t, k.Killed)
+	b.result("terminal.kill", map[string]any{"terminalId": "no-such-terminal"}, &k)
+	assert.False(t, k.Killed, "an id that names no running terminal (ended, or never started) answers killed:false")
 
 	// The connection drops: the shell and its job are gone.
 	require.NoError(t, a.ws.CloseNow())

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -49,7 +50,11 @@ func (s *Server) daemonInfo() protocol.DaemonInfo {
 }
 
 func (s *Server) adminCommands() protocol.AdminCommands {
-	where := "--data-dir " + shellQuote(s.cfg.DataDir)
+	dir := s.cfg.DataDir
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs // the command works from any folder
+	}
+	where := "--data-dir " + shellQuote(dir)
 	if s.cfg.DatabaseURL != "" {
 		where = "--database-url " + shellQuote(redactURL(s.cfg.DatabaseURL))
 	}
@@ -96,6 +101,9 @@ func (h ipcHandler) Hello(ctx context.Context, p *protocol.IPCHelloParams) (*pro
 		HostID: info.HostID, HostKind: info.HostKind, HostName: info.HostName,
 		SignalEpoch: h.s.epoch, Methods: protocol.MethodsFor(c.scope), AdminCommands: h.s.adminCommands(),
 	}
+	// Drafts, prefs and the sidebar are shared between clients, and machine tokens are served
+	// (machine.register), on every server (seed "Handshake": what this server offers).
+	res.Sync, res.MachineServe = ptr(true), ptr(true)
 	if h.s.cfg.AllowClone {
 		res.Clone = ptr(true)
 	}

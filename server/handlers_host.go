@@ -43,7 +43,8 @@ func (h hostHandler) Info(_ context.Context, p *protocol.HostInfoParams) (*proto
 	}
 	sup := s.sandbox.Support(refresh)
 	info := &protocol.HostInfo{OS: runtime.GOOS, Arch: runtime.GOARCH, Tools: []protocol.HostTool{},
-		ProbedAt: sup.ProbedAt.UnixMilli(), Sandbox: sandboxInfo(sup, s.cfg.Sandbox)}
+		ProbedAt: sup.ProbedAt.UnixMilli(), Sandbox: sandboxInfo(sup, s.cfg.Sandbox),
+		Environments: environments(sup, s.cfg.Sandbox, s.cfg.ProjectTerminals)}
 	var u unix.Utsname
 	if unix.Uname(&u) == nil {
 		info.Kernel = unix.ByteSliceToString(u.Release[:])
@@ -77,6 +78,37 @@ func sandboxInfo(sup sandbox.Support, c SandboxConfig) protocol.SandboxInfo {
 		out.Policies = append(out.Policies, protocol.SandboxPolicy(p))
 	}
 	return out
+}
+
+// environments is host.info's environments: the kinds work runs in on this server (seed "host":
+// "the environment kinds and what it allows") and what runs in each under this configuration.
+func environments(sup sandbox.Support, c SandboxConfig, terminals bool) []protocol.HostEnvironment {
+	sb := protocol.HostEnvironment{Kind: protocol.EnvironmentKindSandboxed, Runs: []string{"exec"},
+		Allows: []string{
+			"reads the roots and the system folders of its view; the server's own files and the hidden paths are not in it",
+			"writes only what the session's policy allows (the roots, its scratch); .git stays read-only",
+			"reaches the network only under workspace-write+network",
+		}, Policies: []protocol.SandboxPolicy{}}
+	for _, p := range sup.Policies {
+		sb.Policies = append(sb.Policies, protocol.SandboxPolicy(p))
+		if p == c.Default {
+			sb.Available = true
+		}
+	}
+	local := protocol.HostEnvironment{Kind: protocol.EnvironmentKindLocal, Runs: []string{},
+		Allows: []string{"reads and writes what the server's user can", "reaches the network the server reaches"}}
+	if terminals {
+		if c.TerminalPolicy != "" {
+			sb.Runs = append(sb.Runs, "terminals")
+		} else {
+			local.Runs = append(local.Runs, "terminals")
+		}
+	}
+	if c.AllowOff {
+		local.Runs = append(local.Runs, "exec") // of a session an admin set to the off policy
+	}
+	local.Available = len(local.Runs) > 0
+	return []protocol.HostEnvironment{local, sb}
 }
 
 func orDefault(v, d uint64) uint64 {

@@ -47,6 +47,19 @@ func TestHostInfoReportsTheSandbox(t *testing.T) {
 	if _, err := exec.LookPath("sh"); err == nil {
 		assert.True(t, tools["sh"])
 	}
+	// The environment kinds (seed "host"): local runs nothing by default; sandboxed runs exec
+	// under the policies the sandbox reports.
+	envs := map[string]map[string]any{}
+	for _, x := range r["environments"].([]any) {
+		m := x.(map[string]any)
+		envs[m["kind"].(string)] = m
+	}
+	require.Len(t, envs, 2)
+	assert.Equal(t, false, envs["local"]["available"])
+	assert.Equal(t, []any{}, envs["local"]["runs"])
+	assert.Equal(t, []any{"exec"}, envs["sandboxed"]["runs"])
+	assert.Equal(t, sb["policies"], envs["sandboxed"]["policies"])
+	assert.Equal(t, len(sb["policies"].([]any)) > 0, envs["sandboxed"]["available"])
 	// Cached for a minute; refresh probes again.
 	again := c.result("host.info", `{}`)
 	assert.Equal(t, r["probedAt"], again["probedAt"])
@@ -60,8 +73,14 @@ func TestHostInfoForcedUnsupportedRefusesPolicies(t *testing.T) {
 	e := newEnv(t, func(c *Config) { c.Sandbox.Unsupported = []sandbox.Feature{"all"} })
 	c := e.dial()
 	c.hello()
-	sb := c.result("host.info", `{}`)["sandbox"].(map[string]any)
+	r := c.result("host.info", `{}`)
+	sb := r["sandbox"].(map[string]any)
 	assert.Equal(t, "none", sb["kind"])
+	for _, x := range r["environments"].([]any) {
+		if m := x.(map[string]any); m["kind"] == "sandboxed" {
+			assert.Equal(t, false, m["available"], "no policy runs: the sandboxed kind is not available")
+		}
+	}
 	assert.Empty(t, sb["policies"])
 	assert.NotEmpty(t, sb["notes"])
 	id := c.newSession()

@@ -201,8 +201,13 @@ func (h terminalHandler) Kill(ctx context.Context, p *protocol.TerminalKillParam
 	h.s.termMu.Lock()
 	j := h.s.terms[p.TerminalID]
 	h.s.termMu.Unlock()
-	if j == nil || j.origin != c {
-		return &protocol.TerminalKillResult{Killed: false}, nil
+	if j == nil {
+		return &protocol.TerminalKillResult{Killed: false}, nil // ended (or never started)
+	}
+	if j.origin != c {
+		// As schema/terminal.json says; worded as for an unknown id, so another connection's
+		// terminals are not revealed.
+		return nil, protocol.NewHandlerFailedError(fmt.Sprintf("No running terminal %q on this connection; list them with terminal.list.", p.TerminalID))
 	}
 	j.t.Kill(sig)
 	return &protocol.TerminalKillResult{Killed: true}, nil

@@ -111,8 +111,8 @@ type Config struct {
 	DataDir string
 	// DatabaseURL, when set, is passed to adminCommands instead of DataDir.
 	DatabaseURL string
-	// Binary is how adminCommands name the operator binary (its path when it is not on PATH);
-	// default "zidane-server".
+	// Binary is how adminCommands name the operator binary: its absolute path, or its bare name
+	// when PATH finds it; default "zidane-server".
 	Binary string
 	// Limits are the server's limits.
 	Limits Limits

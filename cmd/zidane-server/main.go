@@ -314,7 +314,7 @@ func startCmd() *cobra.Command {
 			defer closeDB()
 			db.markExternal(log)
 			self, cli := binaries()
-			cfg := server.Config{WorkspaceRoots: roots, AllowedOrigins: origins, AllowedHosts: allowedHosts, TokenRecheck: tokenRecheck, DataDir: db.dataDir, StepDelay: stepDelay, Logger: log, Limits: limits, Binary: self,
+			cfg := server.Config{WorkspaceRoots: roots, AllowedOrigins: origins, AllowedHosts: allowedHosts, TokenRecheck: tokenRecheck, DataDir: db.dataDir, StepDelay: stepDelay, Logger: log, Limits: limits, Binary: absBinary(self),
 				AllowClone: allowClone, CloneSchemes: cloneSchemes, ProjectTerminals: projectTerminals, AllowCreateFolders: allowCreateFolders,
 				ApprovalTimeout: approvalTimeout, Models: models, SystemPrompt: systemPrompt, RunLimits: runLimits, Sandbox: sb,
 				ViaMakeRun: os.Getenv(server.MakeRunEnv) == "1"}
@@ -564,6 +564,19 @@ func binaries() (self, cli string) {
 		cli = short(c)
 	}
 	return
+}
+
+// absBinary is how adminCommands name the operator binary (seed "Handshake": run on the server's
+// machine): its absolute path, so the command works from any folder, or its bare name when PATH
+// finds this binary under it.
+func absBinary(self string) string {
+	if !strings.ContainsRune(self, filepath.Separator) && !isFile(self) {
+		return self // found on PATH
+	}
+	if abs, err := filepath.Abs(self); err == nil {
+		return abs
+	}
+	return self
 }
 
 func isFile(p string) bool {
