@@ -232,9 +232,9 @@ func lockedResult(name string) *tools.Result {
 	return &tools.Result{Content: fmt.Sprintf("Refused: the session's approval mode is locked (read-only), so %s does not run and nobody is asked. Continue with the read-only tools, or tell the user the change needs another mode.", name), IsError: true}
 }
 
-// mustAsk applies the mode and the safelist: writes under .git always ask; in auto-edit edits pass;
-// otherwise a safelist entry of the project root for the tool (for exec: the parsed command's key)
-// lets the call pass.
+// mustAsk applies the mode and the safelist: writes into a git folder (.git, a bare repository)
+// always ask; in auto-edit edits pass; otherwise a safelist entry of the project root for the
+// tool (for exec: the parsed command's key) lets the call pass.
 func (h *ToolHost) mustAsk(ctx context.Context, tc HostCall, kind tools.Kind, mode string, c *tools.Call) (bool, error) {
 	if c.GitMeta {
 		return true, nil
@@ -281,7 +281,7 @@ func (h *ToolHost) approvalAsk(tc HostCall, c *tools.Call, input json.RawMessage
 		key, why := c.Command.SafelistKey()
 		a.StorePrefix, a.Note, a.CanStore = key, oneline.Line(why), key != ""
 	case c.GitMeta:
-		a.CanStore, a.Note = false, "writes under .git ask every time"
+		a.CanStore, a.Note = false, "writes into a repository's git folder (.git or a bare repository) ask every time"
 	}
 	return a
 }

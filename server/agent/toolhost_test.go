@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -499,4 +500,38 @@ func TestCancelWithdrawsPendingApproval(t *testing.T) {
 	assert.Error(t, err)
 	time.Sleep(50 * time.Millisecond)
 	assert.False(t, f.Exists("after-cancel"))
+}
+
+// TestFieldCase_T01_WriteIntoBareRepositoryAsks: a bare repository is found by what it holds,
+// not by a ".git" in the path: in auto-edit a write_file into its hooks and an edit_file of its
+// config ask (and cannot be stored), while a folder that merely has a hooks/ passes; in locked
+// both are refused without asking.
+func TestFieldCase_T01_WriteIntoBareRepositoryAsks(t *testing.T) {
+	f := newHostFixture(t)
+	up := filepath.Join(f.ws, "up")
+	out, err := exec.Command("git", "init", "-q", "--bare", up).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	f.setMode(t, store.ModeAutoEdit)
+	m := f.run(t, "write_file", `{"path":"notrepo/hooks/update","content":"x"}`)
+	assert.False(t, m.IsError, "auto-edit: a plain folder's hooks/ passes: %s", m.Text)
+	for _, c := range [][2]string{
+		{"write_file", `{"path":"up/hooks/update","content":"#!/bin/sh\nid > pwned\n"}`},
+		{"edit_file", `{"path":"up/config","old":"[core]","new":"[core]\n\thooksPath = /tmp"}`},
+	} {
+		ch := f.runAsync(context.Background(), f.call(c[0], c[1]))
+		req := f.pendingOne(t)
+		require.NotNil(t, req.GitMeta, c[0])
+		assert.True(t, *req.GitMeta)
+		assert.Nil(t, req.AlwaysStores)
+		f.answer(t, req, protocol.ApprovalDecisionDeny)
+		<-ch
+	}
+	assert.NoFileExists(t, filepath.Join(up, "hooks", "update"))
+	b, _ := os.ReadFile(filepath.Join(up, "config"))
+	assert.NotContains(t, string(b), "hooksPath")
+	f.setMode(t, store.ModeLocked)
+	m = f.run(t, "write_file", `{"path":"up/hooks/update","content":"x"}`)
+	assert.True(t, m.IsError)
+	assert.Contains(t, m.Text, "locked")
+	assert.NoFileExists(t, filepath.Join(up, "hooks", "update"))
 }

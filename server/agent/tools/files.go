@@ -238,7 +238,7 @@ func (t WriteFile) Check(_ context.Context, env *Env, input json.RawMessage) (*C
 	}
 	n := strings.Count(*in.Content, "\n")
 	return &Call{Summary: fmt.Sprintf("write_file %s (%d lines)", in.Path, n), Paths: []workspace.Path{rp},
-		GitMeta: rp.HasComponent(".git"), Diff: unifiedDiff(rp.Rel, old, *in.Content)}, nil
+		GitMeta: rp.InGitDir(), Diff: unifiedDiff(rp.Rel, old, *in.Content)}, nil
 }
 
 // Run implements Tool.
@@ -342,7 +342,7 @@ func (t EditFile) Check(_ context.Context, env *Env, input json.RawMessage) (*Ca
 		return nil, err
 	}
 	return &Call{Summary: fmt.Sprintf("edit_file %s (-%d +%d lines)", in.Path, strings.Count(*in.Old, "\n")+1, strings.Count(*in.New, "\n")+1),
-		Paths: []workspace.Path{rp}, GitMeta: rp.HasComponent(".git"), Diff: unifiedDiff(rp.Rel, before, after)}, nil
+		Paths: []workspace.Path{rp}, GitMeta: rp.InGitDir(), Diff: unifiedDiff(rp.Rel, before, after)}, nil
 }
 
 // Run implements Tool: the edit is computed again on the file as it is at use, so a file changed

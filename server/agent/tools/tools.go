@@ -67,8 +67,10 @@ type Call struct {
 	Summary string
 	// Paths are the files the call writes, resolved inside the roots (edits only).
 	Paths []workspace.Path
-	// GitMeta is true when the call writes under a .git folder: it asks in every mode, because
-	// such a write turns safelisted git commands into code execution (runtime case R22).
+	// GitMeta is true when the call writes into a repository's git folder (a .git folder, or a
+	// bare repository found by what it holds: workspace.Path.InGitDir): it asks in every mode but
+	// locked, because such a write turns safelisted git commands, or git run on that repository,
+	// into code execution (runtime case R22, field case T01).
 	GitMeta bool
 	// Diff is the unified diff the edit would make now (edits only; recomputed at Run).
 	Diff string

@@ -343,3 +343,28 @@ func TestSupportReportsTheSandbox(t *testing.T) {
 		assert.Equal(t, []Policy{WorkspaceWrite, WorkspaceWriteNetwork, ReadOnly, Off}, sup.Policies)
 	}
 }
+
+// TestFieldCase_T01_BareRepositoryReadOnly: a bare repository in the workspace, named with or
+// without ".git", is found by what it holds and stays read-only like a .git folder: a command
+// can plant no hook and change no config in it, while the rest of the root stays writable.
+func TestFieldCase_T01_BareRepositoryReadOnly(t *testing.T) {
+	f := newFixture(t, Options{})
+	needSandbox(t, f)
+	for _, name := range []string{"up.git", "upstream", "deep/er/remote"} {
+		out, err := exec.Command("git", "init", "-q", "--bare", filepath.Join(f.ws, name)).CombinedOutput()
+		require.NoError(t, err, "%s", out)
+	}
+	out, _ := f.run(t, WorkspaceWrite, `for r in up.git upstream deep/er/remote; do
+  printf '#!/bin/sh\nid > pwned\n' > $r/hooks/post-receive; echo evil >> $r/config; mkdir $r/refs/heads/x
+done; touch free.txt deep/er/free.txt; echo end`)
+	assert.Contains(t, out, "end")
+	assert.True(t, refused(out), out)
+	for _, name := range []string{"up.git", "upstream", "deep/er/remote"} {
+		assert.NoFileExists(t, filepath.Join(f.ws, name, "hooks", "post-receive"), name)
+		b, _ := os.ReadFile(filepath.Join(f.ws, name, "config"))
+		assert.NotContains(t, string(b), "evil", name)
+		assert.NoDirExists(t, filepath.Join(f.ws, name, "refs", "heads", "x"), name)
+	}
+	assert.FileExists(t, filepath.Join(f.ws, "free.txt"))
+	assert.FileExists(t, filepath.Join(f.ws, "deep", "er", "free.txt"))
+}

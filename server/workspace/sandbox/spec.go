@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+
+	"github.com/zidane-server/zidane/server/workspace"
 )
 
 // The launcher is the server's own binary, re-executed with stageEnv naming its stage and specEnv
@@ -32,7 +34,8 @@ type launchSpec struct {
 	// Writable are the folders the command may write (roots unless read-only, the scratch
 	// directory), links resolved.
 	Writable []string `json:"writable"`
-	// GitDirs are the `.git` folders and files inside the writable roots, kept read-only.
+	// GitDirs are the `.git` folders and files and the bare repositories inside the writable
+	// roots, kept read-only.
 	GitDirs []string `json:"gitDirs,omitempty"`
 	// Hide are folders and files shown empty.
 	Hide []string `json:"hide,omitempty"`
@@ -103,7 +106,8 @@ func (s *Sandbox) spec(cmd *exec.Cmd, env []string, scratch string, req Request)
 	return sp, nil
 }
 
-// findGit returns the `.git` entries (folders or files) in root and its folders, bounded by
+// findGit returns the `.git` entries (folders or files) and the bare repositories (found by what
+// they hold, whatever their name) in root and its folders, bounded by
 // gitWalkDepth and gitWalkMax, links not followed.
 func findGit(root string) []string {
 	var out []string
@@ -115,7 +119,7 @@ func findGit(root string) []string {
 			}
 			return nil
 		}
-		if d.Name() == ".git" {
+		if d.Name() == ".git" || (d.IsDir() && workspace.IsGitDir(p)) { // a bare repository too
 			out = append(out, p)
 			if d.IsDir() {
 				return fs.SkipDir
