@@ -436,6 +436,7 @@ func startCmd() *cobra.Command {
 	cmd.Flags().IntVar(&limitFlags.MaxTurns, "max-turns", 0, "model turns per run (default the config file's, else 50)")
 	cmd.Flags().DurationVar(&limitFlags.MaxWallTime, "max-run-time", 0, "wall time per run (default the config file's, else 30m)")
 	cmd.Flags().IntVar(&limitFlags.MaxOutputTokens, "max-output-tokens", 0, "output tokens per model turn (default the config file's, else 8192)")
+	cmd.Flags().IntVar(&limitFlags.MaxTurnBytes, "max-turn-bytes", 0, "bytes of text, thinking and tool-call arguments one model turn may stream before the server closes it (default the config file's, else 4194304)")
 	cmd.Flags().IntVar(&limitFlags.MaxConcurrentRuns, "max-concurrent-runs", 0, "runs talking to a model at once, server-wide; more prompts wait (default the config file's, else 8)")
 	cmd.Flags().DurationVar(&stepDelay, "scripted-step-delay", 0, "pause between the scripted provider's streamed pieces (for demos and tests)")
 	cmd.Flags().MarkHidden("scripted-step-delay")
@@ -744,6 +745,9 @@ func overrideLimits(file, flags agent.Limits) agent.Limits {
 	}
 	if flags.MaxConcurrentRuns > 0 {
 		file.MaxConcurrentRuns = flags.MaxConcurrentRuns
+	}
+	if flags.MaxTurnBytes > 0 {
+		file.MaxTurnBytes = flags.MaxTurnBytes
 	}
 	return file
 }

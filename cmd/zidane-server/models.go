@@ -32,6 +32,6 @@ func modelSettings(ctx context.Context, log *slog.Logger, dataDir, configPath, m
 		log.Warn("model provider: " + w)
 	}
 	log.Info("default model", "model", s.Default)
-	lim := agent.Limits{MaxTurns: s.Limits.MaxTurns, MaxWallTime: time.Duration(s.Limits.MaxWallTime), MaxOutputTokens: s.Limits.MaxOutputTokens, MaxConcurrentRuns: s.Limits.MaxConcurrentRuns}
+	lim := agent.Limits{MaxTurns: s.Limits.MaxTurns, MaxWallTime: time.Duration(s.Limits.MaxWallTime), MaxOutputTokens: s.Limits.MaxOutputTokens, MaxConcurrentRuns: s.Limits.MaxConcurrentRuns, MaxTurnBytes: s.Limits.MaxTurnBytes}
 	return reg, s.SystemPrompt, lim, nil
 }

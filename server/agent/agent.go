@@ -485,22 +485,29 @@ func (r *Runtime) execute(ru *run, ready <-chan struct{}) {
 		sum.DurationMs = time.Since(started).Milliseconds()
 		r.emit(ru, &protocol.RunSummaryEvent{Text: summaryLine(sum), RunSummary: sum, TurnID: lastTurn})
 	}
-	// The transcript is in Postgres before run:end, so a client that sees run:end can load it.
-	fctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	// The transcript and the status go in one round trip; when that fails the status is
-	// written alone.
+	// The transcript is in Postgres before run:end, so a client that sees run:end can load it:
+	// the transcript and the status go in one round trip (retried while the database is busy
+	// or away, within endWriteTimeout). When that fails the run ends with an error saying its
+	// transcript is not kept, its rows are dropped (they would hold up every later write), and
+	// the status "error" is written alone.
 	r.closeBlock(ru.sessionID)
 	var x store.Session
 	var serr error
 	if refused != nil {
 		serr = refused // nothing of a refused run is written: the status stays as it was
-	} else if x, serr = r.writer.flushStatus(fctx, ru.sessionID, status); serr != nil {
-		r.log.Error("transcript flush failed", "session", ru.sessionID, "err", serr)
-		x, serr = r.st.SetStatus(fctx, ru.sessionID, status)
-	}
-	if serr != nil && refused == nil && !errors.Is(serr, store.ErrNotFound) {
-		r.log.Error("session status", "session", ru.sessionID, "err", serr)
+	} else if x, serr = r.endWrite(ru.sessionID, status); serr != nil && !errors.Is(serr, store.ErrNotFound) {
+		r.log.Error("transcript write at the run's end failed; the run ends with an error", "session", ru.sessionID, "err", serr)
+		msg := lostMessage(serr)
+		end.OK, end.Error, end.Interrupted = false, &msg, nil
+		r.writer.drop(ru.sessionID)
+		r.conv.forget(ru.sessionID) // the model must not remember what the transcript does not keep
+		r.publish(&protocol.EventSignal{SessionID: ru.sessionID, RunID: ru.id, Event: &protocol.ErrorEvent{Message: msg, TurnID: optString(lastTurn)}}, ru)
+		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+		x, serr = r.st.SetStatus(sctx, ru.sessionID, "error")
+		scancel()
+		if serr != nil && !errors.Is(serr, store.ErrNotFound) {
+			r.log.Error("session status", "session", ru.sessionID, "err", serr)
+		}
 	}
 	r.mu.Lock()
 	ru.ended = true // a client that sees run:end may delete the session
@@ -519,6 +526,40 @@ func (r *Runtime) execute(ru *run, ready <-chan struct{}) {
 	r.advance(ru)
 	ru.cancel()
 	r.wg.Done()
+}
+
+// endWriteTimeout bounds a run's end write (endWrite), its retries included.
+const endWriteTimeout = 10 * time.Second
+
+// endWrite writes the session's queued transcript with its status, in one round trip, and returns
+// the session as stored. A database busy or away is retried (100 ms doubling to 1 s) until
+// endWriteTimeout; any other refusal is final at once.
+func (r *Runtime) endWrite(sessionID, status string) (store.Session, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), endWriteTimeout)
+	defer cancel()
+	wait := 100 * time.Millisecond
+	for {
+		x, err := r.writer.flushStatus(ctx, sessionID, status)
+		if err == nil || !transient(err) {
+			return x, err
+		}
+		r.log.Warn("transcript write at the run's end failed; retrying", "session", sessionID, "err", err)
+		if provider.Sleep(ctx, wait) != nil {
+			return x, err
+		}
+		wait = min(2*wait, time.Second)
+	}
+}
+
+// transient reports whether a store error may go away by itself: the database busy, away, or a
+// deadline.
+func transient(err error) bool {
+	return errors.Is(err, store.ErrBusy) || errors.Is(err, store.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// lostMessage is the error event and run:end text of a run whose transcript could not be stored.
+func lostMessage(err error) string {
+	return fmt.Sprintf("The run's transcript could not be stored (%v); what it streamed is not kept: send the prompt again.", err)
 }
 
 // closeBlock ends the session's streamed block in the transcript and the conversation.

@@ -26,7 +26,7 @@ type conversation struct {
 	events []protocol.StreamEvent // closed events
 	// The block still streaming, if openKind is set: it follows events.
 	openKind, openTurn string
-	openText           []byte
+	openText           chunkedText
 	used               time.Time
 	// hist is historyPrefix(events[:histN]), counted, where events[histN] is a user prompt (or
 	// histN is 0): a turn rebuilds only the history after it (history), not the whole session's.
@@ -37,8 +37,8 @@ type conversation struct {
 // closeOpen moves the open block, if any, to events.
 func (c *conversation) closeOpen() {
 	if c.openKind != "" {
-		c.events = append(c.events, blockEvent(c.openKind, c.openTurn, string(c.openText)))
-		c.openKind, c.openTurn, c.openText = "", "", nil
+		c.events = append(c.events, blockEvent(c.openKind, c.openTurn, c.openText.String()))
+		c.openKind, c.openTurn, c.openText = "", "", chunkedText{}
 	}
 }
 
@@ -99,7 +99,7 @@ func (cs *conversations) add(sessionID string, ev protocol.StreamEvent) {
 		return
 	}
 	c.openKind, c.openTurn = kind, turnID
-	c.openText = append(c.openText, text...)
+	c.openText.add(text)
 }
 
 // closeBlock ends the session's open block: the next piece starts a new one.
@@ -123,7 +123,7 @@ func (cs *conversations) snapshot(sessionID string) []protocol.StreamEvent {
 	c.used = time.Now()
 	out := append(make([]protocol.StreamEvent, 0, len(c.events)+1), c.events...)
 	if c.openKind != "" {
-		out = append(out, blockEvent(c.openKind, c.openTurn, string(c.openText)))
+		out = append(out, blockEvent(c.openKind, c.openTurn, c.openText.String()))
 	}
 	return out
 }
@@ -152,7 +152,7 @@ func (cs *conversations) history(sessionID string) countedHistory {
 	}
 	tail := append(make([]protocol.StreamEvent, 0, len(c.events)-c.histN+1), c.events[c.histN:]...)
 	if c.openKind != "" {
-		tail = append(tail, blockEvent(c.openKind, c.openTurn, string(c.openText)))
+		tail = append(tail, blockEvent(c.openKind, c.openTurn, c.openText.String()))
 	}
 	// The tail's messages are written after the prefix, into the cache's spare capacity: copying
 	// a long session's whole history per turn was 14 % of a run's CPU at 1500 runs (the chat.send

@@ -24,8 +24,17 @@ type Limits struct {
 	// MaxWallTime bounds one run's time from its start (waiting for a run slot included);
 	// default 30 min.
 	MaxWallTime time.Duration
-	// MaxOutputTokens bounds the tokens of one model turn's answer; default 8192.
+	// MaxOutputTokens bounds the tokens of one model turn's answer; default 8192. It is asked of
+	// the provider (max_tokens) and enforced on what arrives: a turn whose received text, thinking
+	// and tool-call arguments pass twice the tokens it asked for, counted as the runtime estimates
+	// tokens (4 bytes a token, textTokens), has its stream closed and ends the run with an error
+	// naming the limit. The margin keeps an answer a real tokenizer packs densely from being cut.
 	MaxOutputTokens int
+	// MaxTurnBytes bounds the bytes one model turn may send, text, thinking and tool-call
+	// arguments as received, whatever MaxOutputTokens says; past it the stream is closed and the
+	// run ends with an error naming the limit. Default 4 MiB. With MaxOutputTokens it bounds what
+	// a streaming run holds in memory.
+	MaxTurnBytes int
 	// MaxConcurrentRuns bounds the runs that talk to a model at once, server-wide; a run past it
 	// waits (its run:start and prompt already sent) until one ends. Default 8.
 	MaxConcurrentRuns int
@@ -44,6 +53,50 @@ func (l *Limits) defaults() {
 	if l.MaxConcurrentRuns <= 0 {
 		l.MaxConcurrentRuns = 8
 	}
+	if l.MaxTurnBytes <= 0 {
+		l.MaxTurnBytes = DefaultMaxTurnBytes
+	}
+}
+
+// DefaultMaxTurnBytes is Limits.MaxTurnBytes's default: 4 MiB.
+const DefaultMaxTurnBytes = 4 << 20
+
+// outputMargin is how many times the tokens it asked for a turn may receive, as estimated
+// (Limits.MaxOutputTokens), before its stream is closed.
+const outputMargin = 2
+
+// turnBudget counts what one model turn received against its bounds (Limits.MaxOutputTokens,
+// Limits.MaxTurnBytes).
+type turnBudget struct {
+	asked, maxOut, maxBytes int // the turn's max_tokens; the operator's --max-output-tokens; bytes
+	bytes                   int // received so far
+}
+
+// pieceBytes is the size of what ev brings of the answer: text, thinking, tool-call arguments
+// (counted as they arrive, so a complete call adds nothing).
+func pieceBytes(ev provider.Event) int {
+	switch e := ev.(type) {
+	case *provider.TextDelta:
+		return len(e.Text)
+	case *provider.ThinkingDelta:
+		return len(e.Text)
+	case *provider.ToolInputDelta:
+		return e.Bytes
+	}
+	return 0
+}
+
+// take counts n more bytes; past a bound it returns the run's error naming it, and the piece
+// that crossed it is not kept.
+func (b *turnBudget) take(n int) error {
+	if b.bytes+n > b.maxBytes {
+		return &runError{fmt.Sprintf("The answer was cut: the model sent more than %d bytes in one turn (the operator's --max-turn-bytes), so the server closed the stream; what came before is kept.", b.maxBytes)}
+	}
+	if tokens := (b.bytes + n + 3) / 4; tokens > outputMargin*b.asked {
+		return &runError{fmt.Sprintf("The answer was cut: the model kept streaming past the %d output tokens it was asked for (the operator's --max-output-tokens is %d; the server closes the stream at %d bytes, %d× that at 4 bytes a token); what came before is kept.", b.asked, b.maxOut, 4*outputMargin*b.asked, outputMargin)}
+	}
+	b.bytes += n
+	return nil
 }
 
 // runError is a run's end for a reason of the runtime's own (a limit, the context window): its
@@ -108,7 +161,15 @@ func (r *Runtime) runModel(ctx context.Context, ru *run) (protocol.RunSummary, s
 		start := time.Now()
 		var first time.Time
 		var tokens int64 // estimated while streaming, for stream:progress
-		res, err := prov.Stream(ctx, req, func(ev provider.Event) error {
+		budget := turnBudget{asked: maxOut, maxOut: lim.MaxOutputTokens, maxBytes: lim.MaxTurnBytes}
+		// The turn's own context: past a bound it is cancelled, which closes the provider's
+		// stream whatever the provider does with the callback's error.
+		tctx, endTurn := context.WithCancelCause(ctx)
+		res, err := prov.Stream(tctx, req, func(ev provider.Event) error {
+			if err := budget.take(pieceBytes(ev)); err != nil {
+				endTurn(err)
+				return err
+			}
 			now := time.Now()
 			if first.IsZero() {
 				first = now
@@ -135,6 +196,10 @@ func (r *Runtime) runModel(ctx context.Context, ru *run) (protocol.RunSummary, s
 			}
 			return nil
 		})
+		if cause := context.Cause(tctx); err != nil && tctx.Err() != nil && ctx.Err() == nil {
+			err = cause // a bound ended the turn: its error, whatever the provider made of it
+		}
+		endTurn(nil)
 		end := time.Now()
 		r.closeBlock(ru.sessionID)
 		if err != nil {

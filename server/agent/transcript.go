@@ -15,8 +15,9 @@ import (
 )
 
 // flushInterval is how often queued transcript rows are written (DESIGN "Store": batched off the
-// hot path, never a commit per streamed token), and how often a growing streamed block is
-// checkpointed, so a crash loses at most that much of it (issue 8, "Crashes").
+// hot path, never a commit per streamed token), and how often a growing streamed block up to
+// smallBlock is checkpointed, so a crash loses at most that much of it (issue 8, "Crashes"; a
+// larger block: openBlock.due).
 const flushInterval = 100 * time.Millisecond
 
 // transcriptWriter merges streamed pieces into blocks and writes closed blocks, other events and
@@ -44,6 +45,10 @@ type transcriptWriter struct {
 	flushMu  sync.Mutex // one flush at a time keeps rows in order
 	stop     chan struct{}
 	stopped  chan struct{}
+	// halt ends the periodic flush in progress when the writer closes: shutdown flushed what it
+	// could first, and close must not wait out a slow database (the 15 s bound of shutdown).
+	halt context.Context
+	quit context.CancelFunc
 }
 
 type queuedRow struct {
@@ -63,9 +68,24 @@ type runStart struct {
 
 type openBlock struct {
 	kind, turnID string
-	text         []byte
-	dirty        bool // grew since its last checkpoint
-	saved        bool // has a checkpoint row
+	text         chunkedText
+	dirty        bool      // grew since its last checkpoint
+	saved        bool      // has a checkpoint row
+	savedLen     int       // the text's length at its last checkpoint
+	savedAt      time.Time // when that checkpoint was taken (zero: none, or it failed)
+}
+
+// smallBlock is the size up to which a growing block is checkpointed at every flush.
+const smallBlock = 64 << 10
+
+// due reports whether the block, which grew, is checkpointed at a flush at now: every flush while
+// small; past smallBlock (each checkpoint rewrites it whole) once it grew by half since the last
+// one, or a second after it, so the checkpoints of a block of n bytes write O(n) bytes a second,
+// not n every 100 ms (field case T08: a run that streamed hundreds of MiB copied its whole text
+// ten times a second). A crash loses at most a third of such a block, or its last second.
+func (b *openBlock) due(now time.Time) bool {
+	n := b.text.Len()
+	return n <= smallBlock || 2*n >= 3*b.savedLen || now.Sub(b.savedAt) >= time.Second
 }
 
 // newTranscriptWriter starts a writer; stored is told of the session as stored by each run's
@@ -74,6 +94,7 @@ type openBlock struct {
 func newTranscriptWriter(st *store.Store, log *slog.Logger, stored func(store.Session)) *transcriptWriter {
 	w := &transcriptWriter{st: st, log: log, stored: stored, open: map[string]*openBlock{}, starts: map[string]*runStart{},
 		stop: make(chan struct{}), stopped: make(chan struct{})}
+	w.halt, w.quit = context.WithCancel(context.Background())
 	go w.loop()
 	return w
 }
@@ -88,7 +109,7 @@ func (w *transcriptWriter) loop() {
 			return
 		case <-t.C:
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ctx, cancel := context.WithTimeout(w.halt, 10*time.Second)
 		if err := w.flush(ctx); err != nil {
 			w.log.Warn("transcript flush failed; will retry", "err", err)
 		}
@@ -114,7 +135,7 @@ func (w *transcriptWriter) add(sessionID string, ev protocol.StreamEvent) {
 			b = &openBlock{kind: kind, turnID: turnID}
 			w.open[sessionID] = b
 		}
-		b.text = append(b.text, text...)
+		b.text.add(text)
 		b.dirty = true
 		return
 	}
@@ -151,9 +172,9 @@ func (w *transcriptWriter) openEvent(sessionID string) protocol.StreamEvent {
 		return nil
 	}
 	if b.kind == "thinking" {
-		return &protocol.ThinkingEvent{Text: string(b.text), TurnID: b.turnID, Streaming: true}
+		return &protocol.ThinkingEvent{Text: b.text.String(), TurnID: b.turnID, Streaming: true}
 	}
-	return &protocol.MarkdownEvent{Text: string(b.text), TurnID: b.turnID, Streaming: true}
+	return &protocol.MarkdownEvent{Text: b.text.String(), TurnID: b.turnID, Streaming: true}
 }
 
 // closeBlock closes the session's open block (at a turn's end).
@@ -172,7 +193,7 @@ func (w *transcriptWriter) closeLocked(sessionID string) {
 	if b.saved {
 		w.cleared = append(w.cleared, sessionID)
 	}
-	w.queue(sessionID, blockEvent(b.kind, b.turnID, string(b.text)))
+	w.queue(sessionID, blockEvent(b.kind, b.turnID, b.text.String()))
 }
 
 func (w *transcriptWriter) row(sessionID string, ev protocol.StreamEvent) (store.EventRow, bool) {
@@ -182,11 +203,18 @@ func (w *transcriptWriter) row(sessionID string, ev protocol.StreamEvent) (store
 		return store.EventRow{}, false
 	}
 	turn := ""
-	var t struct {
-		TurnID string `json:"turnId"`
-	}
-	if json.Unmarshal(body, &t) == nil {
-		turn = t.TurnID
+	switch e := ev.(type) { // a streamed block's turn without decoding its megabytes again
+	case *protocol.MarkdownEvent:
+		turn = e.TurnID
+	case *protocol.ThinkingEvent:
+		turn = e.TurnID
+	default:
+		var t struct {
+			TurnID string `json:"turnId"`
+		}
+		if json.Unmarshal(body, &t) == nil {
+			turn = t.TurnID
+		}
 	}
 	return store.EventRow{SessionID: sessionID, TurnID: turn, Kind: ev.StreamEventKind(), Body: body}, true
 }
@@ -358,6 +386,27 @@ func (w *transcriptWriter) addUsage(u store.TurnUsage) {
 	w.mu.Unlock()
 }
 
+// drop forgets what is queued for a session whose run's end could not be written: its rows, its
+// open block and its usage rows (the store refused them; kept, they would fail every later flush
+// of every session). A checkpoint already written stays until the session's next closed block.
+func (w *transcriptWriter) drop(sessionID string) {
+	w.mu.Lock()
+	if b := w.open[sessionID]; b != nil && b.saved {
+		w.cleared = append(w.cleared, sessionID)
+	}
+	w.mu.Unlock()
+	w.forget(sessionID)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	kept := w.usage[:0]
+	for _, u := range w.usage {
+		if u.SessionID != sessionID {
+			kept = append(kept, u)
+		}
+	}
+	w.usage = kept
+}
+
 // forget drops what is queued for a session that was deleted.
 func (w *transcriptWriter) forget(sessionID string) {
 	w.mu.Lock()
@@ -410,12 +459,13 @@ func (w *transcriptWriter) flushStatus(ctx context.Context, sessionID, status st
 	}()
 	w.pending, w.cleared, w.usage = held, nil, nil
 	var grown []*openBlock
+	now := time.Now()
 	for sid, b := range w.open {
-		if b.dirty && w.starts[sid] == nil {
-			if r, ok := w.row(sid, blockEvent(b.kind, b.turnID, string(b.text))); ok {
+		if b.dirty && w.starts[sid] == nil && b.due(now) {
+			if r, ok := w.row(sid, blockEvent(b.kind, b.turnID, b.text.String())); ok {
 				tb.Open = append(tb.Open, r)
 				grown = append(grown, b)
-				b.dirty = false
+				b.dirty, b.savedLen, b.savedAt = false, b.text.Len(), now
 			}
 		}
 	}
@@ -440,7 +490,7 @@ func (w *transcriptWriter) flushStatus(ctx context.Context, sessionID, status st
 		w.cleared = append(tb.Cleared, w.cleared...)
 		w.usage = append(tb.Usage, w.usage...)
 		for _, b := range grown {
-			b.dirty = true
+			b.dirty, b.savedAt = true, time.Time{}
 		}
 		return store.Session{}, err
 	}
@@ -490,6 +540,7 @@ func (w *transcriptWriter) close() {
 	case <-w.stop:
 	default:
 		close(w.stop)
+		w.quit()
 	}
 	<-w.stopped
 }

@@ -164,13 +164,14 @@ func eventArrays(op string, rows []EventRow) (sess []uuid.UUID, turns, kinds, bo
 		if err != nil {
 			return nil, nil, nil, nil, err
 		}
-		for _, f := range []struct{ name, v string }{{"turn_id", r.TurnID}, {"kind", r.Kind}, {"body", string(r.Body)}} {
+		body := string(r.Body) // one copy per row: a streamed block's can be megabytes (field case T08)
+		for _, f := range []struct{ name, v string }{{"turn_id", r.TurnID}, {"kind", r.Kind}, {"body", body}} {
 			if err := checkText(f.name, f.v); err != nil {
 				return nil, nil, nil, nil, fmt.Errorf("%s: row %d: %w", op, i, err)
 			}
 		}
 		sess = append(sess, u)
-		turns, kinds, bodies = append(turns, r.TurnID), append(kinds, r.Kind), append(bodies, string(r.Body))
+		turns, kinds, bodies = append(turns, r.TurnID), append(kinds, r.Kind), append(bodies, body)
 	}
 	return sess, turns, kinds, bodies, nil
 }

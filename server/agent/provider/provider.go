@@ -86,7 +86,8 @@ type Usage struct {
 	Reported bool
 }
 
-// Event is one piece of a streamed turn: *TextDelta, *ThinkingDelta or *ToolCallDone.
+// Event is one piece of a streamed turn: *TextDelta, *ThinkingDelta, *ToolInputDelta or
+// *ToolCallDone.
 type Event interface{ isEvent() }
 
 // TextDelta is a piece of the answer text. Never empty.
@@ -95,14 +96,20 @@ type TextDelta struct{ Text string }
 // ThinkingDelta is a piece of the model's reasoning. Never empty.
 type ThinkingDelta struct{ Text string }
 
+// ToolInputDelta reports a piece of a tool call's arguments as it arrives: Bytes is its length.
+// The call itself comes whole as a ToolCallDone; the runtime counts these pieces against its
+// per-turn limits, so arguments that never end are cut like text that never ends. Never 0.
+type ToolInputDelta struct{ Bytes int }
+
 // ToolCallDone is one complete tool call, arguments assembled and checked to be a JSON object.
 // Calls are delivered after the model's stop reason is known, in the order the model made them;
 // a call cut by the output limit is never delivered.
 type ToolCallDone struct{ Call ToolCall }
 
-func (*TextDelta) isEvent()     {}
-func (*ThinkingDelta) isEvent() {}
-func (*ToolCallDone) isEvent()  {}
+func (*TextDelta) isEvent()      {}
+func (*ThinkingDelta) isEvent()  {}
+func (*ToolInputDelta) isEvent() {}
+func (*ToolCallDone) isEvent()   {}
 
 // StopReason says why a turn ended.
 type StopReason string

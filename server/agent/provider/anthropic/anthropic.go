@@ -270,6 +270,11 @@ func (p *Provider) Stream(ctx context.Context, req *provider.Request, on func(pr
 				if b != nil {
 					b.input.WriteString(d.PartialJSON)
 				}
+				if n := len(d.PartialJSON); n > 0 {
+					if err := on(&provider.ToolInputDelta{Bytes: n}); err != nil {
+						return provider.Result{}, err
+					}
+				}
 			}
 		case "content_block_stop":
 			if b := blocks[ev.Index]; b != nil {

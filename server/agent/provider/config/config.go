@@ -103,6 +103,8 @@ type Limits struct {
 	MaxWallTime       Duration `json:"maxWallTime,omitempty"`
 	MaxOutputTokens   int      `json:"maxOutputTokens,omitempty"`
 	MaxConcurrentRuns int      `json:"maxConcurrentRuns,omitempty"`
+	// MaxTurnBytes bounds the bytes one model turn may send (agent.Limits.MaxTurnBytes).
+	MaxTurnBytes int `json:"maxTurnBytes,omitempty"`
 }
 
 // check refuses a negative limit: left out (or 0) means the default, and a negative one is a
@@ -111,7 +113,7 @@ func (l Limits) check() error {
 	for _, f := range []struct {
 		name string
 		v    int64
-	}{{"maxTurns", int64(l.MaxTurns)}, {"maxWallTime", int64(l.MaxWallTime)}, {"maxOutputTokens", int64(l.MaxOutputTokens)}, {"maxConcurrentRuns", int64(l.MaxConcurrentRuns)}} {
+	}{{"maxTurns", int64(l.MaxTurns)}, {"maxWallTime", int64(l.MaxWallTime)}, {"maxOutputTokens", int64(l.MaxOutputTokens)}, {"maxConcurrentRuns", int64(l.MaxConcurrentRuns)}, {"maxTurnBytes", int64(l.MaxTurnBytes)}} {
 		if f.v < 0 {
 			return fmt.Errorf("limits.%s is negative; give a positive value, or leave it out for the default", f.name)
 		}

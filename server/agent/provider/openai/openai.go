@@ -233,6 +233,11 @@ func (p *Provider) Stream(ctx context.Context, req *provider.Request, on func(pr
 			}
 			for _, tc := range d.ToolCalls {
 				acc.add(tc)
+				if n := len(tc.Function.Arguments); n > 0 {
+					if err := on(&provider.ToolInputDelta{Bytes: n}); err != nil {
+						return provider.Result{}, err
+					}
+				}
 			}
 			if c.FinishReason != "" {
 				finish = c.FinishReason

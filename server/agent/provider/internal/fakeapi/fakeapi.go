@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -28,6 +29,12 @@ type Response struct {
 	// "data: [DONE]", and a line that already starts with "data:", "event:", "retry:", "id:" or
 	// ":" is written as is.
 	Events []string
+	// Repeat, when set, is an event written Times times after Events, then Tail: a stream of any
+	// length, made as it is written (the fake holds one event). Times 0 repeats it until the
+	// client goes away.
+	Repeat string
+	Times  int
+	Tail   []string
 	// Delay pauses before each event.
 	Delay time.Duration
 	// Abort drops the connection after the events, without ending the HTTP response (a stream
@@ -77,6 +84,8 @@ type API struct {
 type Server struct {
 	api API
 	srv *httptest.Server
+
+	written atomic.Int64 // stream bytes written to clients
 
 	mu       sync.Mutex
 	queue    []Response
@@ -149,6 +158,10 @@ func (s *Server) StreamRequests() []Request {
 	}
 	return out
 }
+
+// Written is the number of bytes of event streams written to clients so far (what they were
+// sent, whether or not they read it all).
+func (s *Server) Written() int64 { return s.written.Load() }
 
 // Pending is the number of queued responses not yet used.
 func (s *Server) Pending() int {
@@ -234,17 +247,36 @@ func (s *Server) write(w http.ResponseWriter, r *http.Request, resp Response) {
 		w.Header().Set("Cache-Control", "no-cache")
 		w.WriteHeader(status)
 		fl, _ := w.(http.Flusher)
-		for _, ev := range resp.Events {
+		send := func(ev string) bool {
 			if resp.Delay > 0 {
 				select {
 				case <-time.After(resp.Delay):
 				case <-r.Context().Done():
+					return false
+				}
+			}
+			n, err := io.WriteString(w, s.frame(ev))
+			s.written.Add(int64(n))
+			if fl != nil {
+				fl.Flush()
+			}
+			return err == nil && r.Context().Err() == nil
+		}
+		for _, ev := range resp.Events {
+			if !send(ev) {
+				return
+			}
+		}
+		if resp.Repeat != "" {
+			for i := 0; resp.Times == 0 || i < resp.Times; i++ {
+				if !send(resp.Repeat) {
 					return
 				}
 			}
-			io.WriteString(w, s.frame(ev))
-			if fl != nil {
-				fl.Flush()
+			for _, ev := range resp.Tail {
+				if !send(ev) {
+					return
+				}
 			}
 		}
 	}
