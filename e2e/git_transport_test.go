@@ -59,7 +59,8 @@ func TestFieldCase_T01_LocalReceiveHooks(t *testing.T) {
 	assert.NoFileExists(t, marker, "a hook of the other repository ran: %s", readAll(marker))
 	assert.Equal(t, before, repoGit(t, up, "rev-parse", "main"), "nothing was pushed")
 
-	t.Run("local fetch and clone run no code of the other repository", func(t *testing.T) {
+	// Variant: local fetch and clone run no code of the other repository.
+	{
 		// "upstream" is a bare repository without the .git suffix; proj2 is one commit behind it.
 		repoGit(t, root, "clone", "-q", "--bare", src, "upstream")
 		upstream := filepath.Join(root, "upstream")
@@ -95,9 +96,10 @@ func TestFieldCase_T01_LocalReceiveHooks(t *testing.T) {
 		require.Equal(t, "done", done["phase"], "%v", done)
 		assert.FileExists(t, filepath.Join(root, "cloned", "b.txt"))
 		assert.NoFileExists(t, marker, "code of the other repository ran: %s", readAll(marker))
-	})
+	}
 
-	t.Run("no lazy fetch through a partial clone's upload-pack", func(t *testing.T) {
+	// Variant: no lazy fetch through a partial clone's upload-pack.
+	{
 		repoGit(t, src, "config", "uploadpack.allowFilter", "true")
 		repoGit(t, root, "clone", "-q", "--filter=blob:none", "--no-checkout", "file://"+src, "partial")
 		partial := filepath.Join(root, "partial")
@@ -111,7 +113,7 @@ func TestFieldCase_T01_LocalReceiveHooks(t *testing.T) {
 		_ = plain.Run()
 		require.FileExists(t, marker)
 		require.NoError(t, os.Remove(marker))
-	})
+	}
 
 	// The trap is armed: a plain push runs the other repository's hooks.
 	repoGit(t, proj, "push", "-q")
@@ -145,19 +147,21 @@ func TestFieldCase_T07_PushURLOutsideRoots(t *testing.T) {
 	assert.Contains(t, e.Message, "inside the workspace roots")
 	assert.Equal(t, before, heads(), "nothing was pushed anywhere")
 
-	t.Run("pushInsteadOf", func(t *testing.T) {
+	// Variant: pushInsteadOf.
+	{
 		repoGit(t, proj, "config", "--unset", "remote.origin.pushurl")
 		repoGit(t, proj, "config", "url."+outside+"/.pushInsteadOf", root+"/")
 		e := admin.callErr("git.sync", map[string]any{"cwd": proj})
 		assert.Contains(t, e.Message, "inside the workspace roots")
 		assert.Equal(t, before, heads())
 		repoGit(t, proj, "config", "--remove-section", "url."+outside+"/")
-	})
-	t.Run("remote helper push URL", func(t *testing.T) {
+	}
+	// Variant: remote helper push URL.
+	{
 		repoGit(t, proj, "config", "remote.origin.pushurl", "ext::sh -c touch% "+filepath.Join(outside, "ran"))
 		e := admin.callErr("git.sync", map[string]any{"cwd": proj})
 		assert.Contains(t, e.Message, "remote helpers")
 		assert.NoFileExists(t, filepath.Join(outside, "ran"))
 		assert.Equal(t, before, heads())
-	})
+	}
 }
