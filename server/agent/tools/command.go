@@ -137,17 +137,6 @@ var neverStored = setOf("git config", "git submodule", "git bisect", "git diffto
 	"go run", "go generate", "go tool", "go env", "cargo run", "cargo install", "docker run", "docker exec", "podman run",
 	"podman exec", "kubectl exec")
 
-// disqualifying are options that make a safelisted command write elsewhere or run another program;
-// a command holding one anywhere never matches an entry (runtime case R22).
-var disqualifying = map[string][]string{
-	"git": {"--output", "--ext-diff", "--open-files-in-pager", "-O", "--exec", "--upload-pack", "--receive-pack",
-		"--config", "--template", "--git-dir", "--work-tree", "--exec-path", "--paginate", "--textconv", "--tool", "--extcmd"},
-	"find": {"-exec", "-execdir", "-ok", "-okdir", "-delete", "-fprint", "-fprint0", "-fprintf", "-fls"},
-	"rg":   {"--pre", "--search-zip", "-z"},
-	"tar":  {"--to-command", "--use-compress-program", "-I", "--checkpoint-action", "--info-script", "-F", "--new-volume-script"},
-	"zip":  {"-T", "--unzip-command", "-TT"},
-}
-
 var plainProgram = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._+-]*$`)
 
 func setOf(xs ...string) map[string]bool {
@@ -162,7 +151,8 @@ func setOf(xs ...string) map[string]bool {
 // or "" and the reason nothing is stored (the answer then acts as allow once): a line that is not
 // one simple command (R20), a shell, interpreter, wrapper or package manager (R23), a program
 // given as a path (it may live in the workspace, where the model can rewrite it), a flag before a
-// subcommand or a disqualifying option (R22).
+// subcommand, an argument naming a path inside .git (R22), or an option the entry's table of safe
+// options does not cover (T02: safeOptions; the command itself would not match the entry).
 func (c *Command) SafelistKey() (key, why string) {
 	if !c.Simple {
 		return "", c.Why
@@ -174,52 +164,36 @@ func (c *Command) SafelistKey() (key, why string) {
 	case codeRunners[prog]:
 		return "", prog + " runs whatever code its arguments or the project's files say"
 	}
-	if bad := disqualifyingArg(c.Argv); bad != "" {
-		if mentionsGitDir(bad) {
+	for _, a := range c.Argv[1:] {
+		if mentionsGitDir(a) {
 			return "", "the command names a path inside .git (writes there ask every time)"
 		}
-		return "", "the option " + bad + " can make " + prog + " write elsewhere or run another program"
 	}
-	if !subcommandPrograms[prog] {
-		return prog, ""
+	key, args := prog, c.Argv[1:]
+	if subcommandPrograms[prog] {
+		if len(c.Argv) < 2 || strings.HasPrefix(c.Argv[1], "-") || !plainProgram.MatchString(c.Argv[1]) {
+			return "", "an option before " + prog + "'s subcommand decides what it runs"
+		}
+		key, args = prog+" "+c.Argv[1], c.Argv[2:]
+		if neverStored[key] {
+			return "", key + " changes or runs other programs"
+		}
 	}
-	if len(c.Argv) < 2 || strings.HasPrefix(c.Argv[1], "-") || !plainProgram.MatchString(c.Argv[1]) {
-		return "", "an option before " + prog + "'s subcommand decides what it runs"
-	}
-	key = prog + " " + c.Argv[1]
-	if neverStored[key] {
-		return "", key + " changes or runs other programs"
+	if bad := badOption(prog, key, args); bad != "" {
+		if !strings.HasPrefix(bad, "-") {
+			return "", "the operand " + bad + " names a git remote helper (<transport>::<address>), which runs a program"
+		}
+		return "", optionWhy(prog, key, bad)
 	}
 	return key, ""
 }
 
 // Matches reports whether the command may run without asking under the safelist entry (a key
-// SafelistKey produced): the command must itself produce exactly that key.
+// SafelistKey produced): the command must itself produce exactly that key, so every option it
+// holds is on the entry's table of safe options.
 func (c *Command) Matches(entry string) bool {
 	key, _ := c.SafelistKey()
 	return key != "" && key == entry
-}
-
-// disqualifyingArg returns the first argument that disqualifies argv, or "": an option of the
-// program's list, or any argument naming a path inside a .git folder (a hook or a config line
-// planted there turns later safelisted git commands into code execution, R22).
-func disqualifyingArg(argv []string) string {
-	for _, a := range argv[1:] {
-		if mentionsGitDir(a) {
-			return a
-		}
-	}
-	for _, a := range argv[1:] {
-		if a == "--" {
-			break
-		}
-		for _, d := range disqualifying[argv[0]] {
-			if a == d || strings.HasPrefix(a, d+"=") || (strings.HasPrefix(d, "--") && strings.HasPrefix(a, d)) {
-				return d
-			}
-		}
-	}
-	return ""
 }
 
 // mentionsGitDir reports whether a (an argument, or an option's value after "=") has a path
