@@ -27,13 +27,14 @@ func (w *Workspace) Stat(cwd, p string) (Path, fs.FileInfo, error) {
 	return rp, fi, nil
 }
 
-// Open opens p for reading. The caller closes the file.
+// Open opens the regular file p for reading (openRegular: a folder is refused with ReasonIsDir, a
+// named pipe, socket or device with ReasonNotRegular, at once). The caller closes the file.
 func (w *Workspace) Open(cwd, p string) (*os.File, Path, error) {
 	rp, err := w.Resolve(cwd, p)
 	if err != nil {
 		return nil, Path{}, err
 	}
-	f, err := w.rootOf(rp).Open(rp.name())
+	f, err := openRegular(w.rootOf(rp), rp.name(), os.O_RDONLY, false)
 	if err != nil {
 		return nil, rp, w.classify(rp, err)
 	}
@@ -41,7 +42,7 @@ func (w *Workspace) Open(cwd, p string) (*os.File, Path, error) {
 }
 
 // ReadFile reads at most max bytes of the file p (max <= 0: no limit) and reports whether the file
-// held more. A folder is refused with ReasonIsDir.
+// held more. A folder is refused with ReasonIsDir, a special file with ReasonNotRegular.
 func (w *Workspace) ReadFile(cwd, p string, max int64) (data []byte, rp Path, truncated bool, err error) {
 	f, rp, err := w.Open(cwd, p)
 	if err != nil {
@@ -75,7 +76,11 @@ func (w *Workspace) ReadDir(cwd, p string) (Path, []fs.DirEntry, error) {
 	if err != nil {
 		return Path{}, nil, err
 	}
-	des, err := fs.ReadDir(w.rootOf(rp).FS(), rp.Rel)
+	des, err := fs.ReadDir(w.fsOf(rp), rp.Rel)
+	var nr *notRegular
+	if errors.As(err, &nr) {
+		return rp, nil, w.fail(rp.Given, ReasonNotDir, nil)
+	}
 	if err != nil {
 		return rp, nil, w.classify(rp, err)
 	}
@@ -90,19 +95,21 @@ func (w *Workspace) WalkDir(cwd, p string, fn func(rp Path, name string, d fs.Di
 	if err != nil {
 		return err
 	}
-	fsys := w.rootOf(rp).FS()
+	fsys := w.fsOf(rp)
 	return fs.WalkDir(fsys, rp.Rel, func(name string, d fs.DirEntry, err error) error {
 		return fn(rp, name, d, err)
 	})
 }
 
-// RootFS returns the file system of the root holding rp (for reads of names found by WalkDir).
-func (w *Workspace) RootFS(rp Path) fs.FS { return w.rootOf(rp).FS() }
+// RootFS returns the file system of the root holding rp (for reads of names found by WalkDir). Its
+// Open opens folders and regular files only, never blocking (openRegular).
+func (w *Workspace) RootFS(rp Path) fs.FS { return w.fsOf(rp) }
 
 // WriteFile writes data to p, creating missing parent folders (mode 0o755) and the file (perm;
 // an existing file keeps its mode). The data goes to a temporary file next to the target that is
 // then renamed over it, so a reader never sees half a file and a link swapped in at the final name
-// is replaced itself, never followed. A path ending in "/" or naming a folder is refused.
+// is replaced itself, never followed. A path ending in "/" or naming a folder is refused, one
+// naming a named pipe, socket or device too (ReasonNotRegular).
 func (w *Workspace) WriteFile(cwd, p string, data []byte, perm fs.FileMode) (Path, error) {
 	rp, err := w.Resolve(cwd, p)
 	if err != nil {
@@ -115,6 +122,9 @@ func (w *Workspace) WriteFile(cwd, p string, data []byte, perm fs.FileMode) (Pat
 	if fi, err := r.Stat(rp.Rel); err == nil {
 		if fi.IsDir() {
 			return rp, w.fail(rp.Given, ReasonIsDir, nil)
+		}
+		if !fi.Mode().IsRegular() {
+			return rp, w.NotRegular(rp.Given, fi.Mode())
 		}
 		perm = fi.Mode().Perm()
 	} else if !errors.Is(err, fs.ErrNotExist) {

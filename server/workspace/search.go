@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"io/fs"
 	"path"
 	"regexp"
@@ -33,11 +34,26 @@ func (g *Ignorer) load(dir string) *ignore.GitIgnore {
 		return gi
 	}
 	var gi *ignore.GitIgnore
-	if b, err := fs.ReadFile(g.fsys, path.Join(dir, ".gitignore")); err == nil && len(b) <= 1<<20 {
+	if b, err := readAtMost(g.fsys, path.Join(dir, ".gitignore"), 1<<20); err == nil {
 		gi = ignore.CompileIgnoreLines(strings.Split(string(b), "\n")...)
 	}
 	g.cache[dir] = gi
 	return gi
+}
+
+// readAtMost reads the file name of fsys when it holds at most max bytes (a larger one is an
+// error, and only max+1 bytes of it are read).
+func readAtMost(fsys fs.FS, name string, max int64) ([]byte, error) {
+	f, err := fsys.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err == nil && int64(len(b)) > max {
+		err = errors.New("too large")
+	}
+	return b, err
 }
 
 // Ignored reports whether name (root-relative, slash-separated) is ignored; isDir marks folders.

@@ -46,6 +46,10 @@ const (
 	ReasonNotDir Reason = "not-dir"
 	// ReasonIsDir: the path names a folder where a file is needed.
 	ReasonIsDir Reason = "is-dir"
+	// ReasonNotRegular: the path names a named pipe, a socket, a device or another special file
+	// where a regular file is needed (Err says which kind); such files are never opened to read
+	// or write.
+	ReasonNotRegular Reason = "not-regular"
 	// ReasonInvalid: the path itself is malformed (empty where a name is needed, a NUL byte, too
 	// many symbolic links).
 	ReasonInvalid Reason = "invalid"
@@ -76,6 +80,8 @@ func (e *Error) Error() string {
 		return fmt.Sprintf("%q is not a folder; pass a folder inside the workspace roots.", e.Path)
 	case ReasonIsDir:
 		return fmt.Sprintf("%q is a folder; pass a file.", e.Path)
+	case ReasonNotRegular:
+		return fmt.Sprintf("%q is %v; only regular files are read or written, pass one.", e.Path, e.Err)
 	}
 	if e.Err != nil {
 		return fmt.Sprintf("%q: %v", e.Path, e.Err)
@@ -381,7 +387,12 @@ func (w *Workspace) classify(p Path, err error) error {
 	if errors.As(err, &e) {
 		return err
 	}
+	var nr *notRegular
 	switch {
+	case errors.As(err, &nr) && nr.mode.IsDir():
+		return w.fail(p.Given, ReasonIsDir, nil)
+	case errors.As(err, &nr):
+		return w.fail(p.Given, ReasonNotRegular, nr)
 	case isEscape(err):
 		return w.fail(p.Given, ReasonOutside, nil)
 	case errors.Is(err, fs.ErrNotExist):

@@ -1,11 +1,13 @@
 package tools
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"strings"
 	"unicode/utf8"
@@ -53,7 +55,13 @@ func (ReadFile) Check(_ context.Context, env *Env, input json.RawMessage) (*Call
 	return &Call{Summary: "read_file " + in.Path}, nil
 }
 
-// Run implements Tool.
+// readBound is how much of a file read_file reads: the lines are counted over it, and a larger
+// file says only its start was read.
+const readBound = 64 << 20
+
+// Run implements Tool. The file is streamed (issue 21, T11): only the lines shown are kept, at most
+// ReadMaxBytes of them, and the rest is counted in 64 KiB chunks, so a call's memory is bounded by
+// the output cap whatever the file's shape (64 MiB of newlines, or one 64 MiB line).
 func (t ReadFile) Run(ctx context.Context, env *Env, input json.RawMessage) (*Result, error) {
 	if _, err := t.Check(ctx, env, input); err != nil {
 		return failure(err), nil
@@ -61,49 +69,121 @@ func (t ReadFile) Run(ctx context.Context, env *Env, input json.RawMessage) (*Re
 	var in readFileInput
 	_ = decode("read_file", input, &in)
 	cfg := env.cfg()
-	// The whole file is needed to count lines; a file far over the cap is read up to a bound.
-	const readBound = 64 << 20
-	data, _, cut, err := env.WS.ReadFile(env.Cwd, in.Path, readBound)
+	f, _, err := env.WS.Open(env.Cwd, in.Path)
 	if err != nil {
 		return failure(err), nil
 	}
-	if isBinary(data) {
+	defer f.Close()
+	br := bufio.NewReaderSize(io.LimitReader(f, readBound), 16<<10)
+	if head, _ := br.Peek(8<<10 + 1); isBinary(head) {
 		return failure(failf("%q is a binary file; read_file shows text only.", in.Path)), nil
 	}
 	offset, limit := max(in.Offset, 1), in.Limit
 	if limit <= 0 {
 		limit = cfg.ReadMaxLines
 	}
-	lines := strings.SplitAfter(string(data), "\n")
-	if len(lines) > 0 && lines[len(lines)-1] == "" {
-		lines = lines[:len(lines)-1]
-	}
-	if len(lines) == 0 {
-		return &Result{Content: fmt.Sprintf("%s is empty.", in.Path)}, nil
-	}
-	if offset > len(lines) {
-		return failure(failf("%s has %d lines; offset %d is past the end.", in.Path, len(lines), offset)), nil
-	}
+	last := offset - 1 + limit // the last line to show (1-based)
 	var b strings.Builder
-	end := min(offset-1+limit, len(lines))
-	truncated := false
-	for i := offset - 1; i < end; i++ {
-		line := fmt.Sprintf("%6d\t%s", i+1, strings.TrimRight(lines[i], "\n"))
-		if b.Len()+len(line)+1 > cfg.ReadMaxBytes {
-			fmt.Fprintf(&b, "[output cut at %d bytes: lines %d-%d shown of %d; read on with offset %d]\n", cfg.ReadMaxBytes, offset, i, len(lines), i+1)
-			truncated = true
+	var cur []byte          // the current line's text (while it is to be shown), at most ReadMaxBytes
+	curLen := 0             // the current line's full length
+	nl, size := 0, int64(0) // newlines and bytes read
+	var lastByte byte
+	collecting, cutAt := true, 0 // cutAt: the line that did not fit the output cap (0: none)
+	longLen := 0                 // the length of a first line over the cap, shown cut
+	finish := func(line int) {   // line ends; show it if it is in range
+		if line < offset {
+			return
+		}
+		prefix := fmt.Sprintf("%6d\t", line)
+		if b.Len()+len(prefix)+curLen+1 > cfg.ReadMaxBytes {
+			cutAt, collecting = line, false
+			if b.Len() == 0 { // the first line alone is over the cap: its start is shown
+				longLen = curLen
+				b.WriteString(prefix)
+				b.Write(cur[:max(0, min(len(cur), cfg.ReadMaxBytes-len(prefix)-1))])
+				b.WriteByte('\n')
+			}
+			return
+		}
+		b.WriteString(prefix)
+		b.Write(cur)
+		b.WriteByte('\n')
+		if line >= last {
+			collecting = false
+		}
+	}
+	buf := make([]byte, 64<<10)
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		n, rerr := br.Read(buf)
+		chunk := buf[:n]
+		if n > 0 {
+			size += int64(n)
+			lastByte = chunk[n-1]
+		}
+		for collecting && len(chunk) > 0 {
+			i := bytes.IndexByte(chunk, '\n')
+			part := chunk
+			if i >= 0 {
+				part = chunk[:i]
+			}
+			if nl+1 >= offset {
+				if room := cfg.ReadMaxBytes - len(cur); room > 0 {
+					cur = append(cur, part[:min(len(part), room)]...)
+				}
+				curLen += len(part)
+			}
+			if i < 0 {
+				chunk = nil
+				break
+			}
+			chunk = chunk[i+1:]
+			nl++
+			finish(nl)
+			cur, curLen = cur[:0], 0
+		}
+		nl += bytes.Count(chunk, []byte{'\n'})
+		if rerr != nil {
 			break
 		}
-		b.WriteString(line)
-		b.WriteByte('\n')
 	}
-	if !truncated && end < len(lines) {
-		fmt.Fprintf(&b, "[lines %d-%d shown of %d; read on with offset %d]\n", offset, end, len(lines), end+1)
+	total := nl
+	if size > 0 && lastByte != '\n' {
+		total++ // a last line without a newline
+		if collecting {
+			finish(total)
+		}
+	}
+	if total == 0 {
+		return &Result{Content: fmt.Sprintf("%s is empty.", in.Path)}, nil
+	}
+	if offset > total {
+		return failure(failf("%s has %d lines; offset %d is past the end.", in.Path, total, offset)), nil
+	}
+	end := min(last, total)
+	truncated := false
+	switch {
+	case longLen > 0:
+		next := ""
+		if cutAt < total {
+			next = fmt.Sprintf("; read on with offset %d", cutAt+1)
+		}
+		fmt.Fprintf(&b, "[output cut at %d bytes: line %d is %d bytes long and only its start is shown; %d lines in all%s]\n", cfg.ReadMaxBytes, cutAt, longLen, total, next)
+		truncated = true
+	case cutAt > 0:
+		fmt.Fprintf(&b, "[output cut at %d bytes: lines %d-%d shown of %d; read on with offset %d]\n", cfg.ReadMaxBytes, offset, cutAt-1, total, cutAt)
+		truncated = true
+	case end < total:
+		fmt.Fprintf(&b, "[lines %d-%d shown of %d; read on with offset %d]\n", offset, end, total, end+1)
 		truncated = true
 	}
-	if cut {
-		fmt.Fprintf(&b, "[the file is larger than %d bytes; only its start was read]\n", readBound)
-		truncated = true
+	if size == readBound {
+		if n, _ := f.Read(buf[:1]); n > 0 {
+			fmt.Fprintf(&b, "[the file is larger than %d bytes; only its start was read]\n", readBound)
+			truncated = true
+		}
 	}
 	return &Result{Content: b.String(), Truncated: truncated}, nil
 }

@@ -7,10 +7,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"path"
 	"regexp"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/bmatcuk/doublestar/v4"
 
@@ -44,6 +46,9 @@ func walkFiles(ctx context.Context, env *Env, p string, fn func(rel, name string
 		}
 		if name == rp.Rel {
 			if !d.IsDir() { // the path is one file
+				if !d.Type().IsRegular() {
+					return env.WS.NotRegular(p, d.Type())
+				}
 				return fn("", name, rp)
 			}
 			return nil
@@ -255,31 +260,22 @@ func (t Grep) Run(ctx context.Context, env *Env, input json.RawMessage) (*Result
 				return nil
 			}
 		}
-		fsys := env.WS.RootFS(rp)
-		if fi, err := fs.Stat(fsys, name); err != nil || fi.Size() > cfg.GrepMaxFileBytes {
-			return nil
-		}
-		data, err := fs.ReadFile(fsys, name)
-		if err != nil || isBinary(data) {
-			return nil
-		}
-		sc := bufio.NewScanner(bytes.NewReader(data))
-		sc.Buffer(make([]byte, 0, 64<<10), int(cfg.GrepMaxFileBytes)+1)
-		for line := 1; sc.Scan(); line++ {
-			if !re.Match(sc.Bytes()) {
-				continue
-			}
+		err := grepFile(env.WS.RootFS(rp), name, re, cfg.GrepMaxFileBytes, func(line int, text []byte, long bool) error {
 			if n == limit {
 				cut = true
 				return errStop
 			}
 			n++
-			text := sc.Text()
-			if len(text) > 300 {
-				text, _ = capText(text, 300)
-				text = strings.SplitN(text, "\n", 2)[0] + " [line cut]"
+			s := string(text)
+			if len(s) > 300 || long {
+				s, _ = capText(s, 300)
+				s = strings.SplitN(s, "\n", 2)[0] + " [line cut]"
 			}
-			fmt.Fprintf(&b, "%s:%d:%s\n", shown(in.Path, rel), line, text)
+			fmt.Fprintf(&b, "%s:%d:%s\n", shown(in.Path, rel), line, s)
+			return nil
+		})
+		if err != nil {
+			return err
 		}
 		return ctx.Err()
 	})
@@ -300,4 +296,94 @@ func (t Grep) Run(ctx context.Context, env *Env, input json.RawMessage) (*Result
 	}
 	s, c := capText(b.String(), cfg.OutputMaxBytes)
 	return &Result{Content: s, Truncated: cut || c}, nil
+}
+
+// grepLineHead is the bytes of a line grep keeps to show it: a longer line is matched whole but
+// only its start is shown.
+const grepLineHead = 4 << 10
+
+// grepFile matches re against each line of the regular file name (a folder, a special file, a
+// binary file or one over maxBytes is skipped: 0, nil) and calls hit with each matching line's
+// number and text; hit's error ends the file and is returned. Memory is bounded whatever the file's shape: a
+// line that does not fit the 64 KiB read buffer is matched as a stream (regexp.MatchReader) and
+// only its first grepLineHead bytes are kept (long reports that).
+func grepFile(fsys fs.FS, name string, re *regexp.Regexp, maxBytes int64, hit func(line int, text []byte, long bool) error) error {
+	f, err := fsys.Open(name)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() || fi.Size() > maxBytes {
+		return nil
+	}
+	br := bufio.NewReaderSize(io.LimitReader(f, maxBytes), 64<<10)
+	if head, _ := br.Peek(8<<10 + 1); isBinary(head) {
+		return nil
+	}
+	var pre []byte // a long line's start, copied out of br's buffer
+	for line := 1; ; line++ {
+		b, err := br.ReadSlice('\n')
+		long := false
+		var matched bool
+		switch {
+		case errors.Is(err, bufio.ErrBufferFull):
+			pre = append(pre[:0], b...)
+			lr := &lineReader{pre: pre, br: br, head: append([]byte(nil), b[:min(len(b), grepLineHead)]...)}
+			matched = re.MatchReader(lr)
+			lr.skip()
+			b, long, err = lr.head, true, lr.err
+		case len(b) == 0 && err != nil:
+			return nil
+		default:
+			b = bytes.TrimSuffix(bytes.TrimSuffix(b, []byte{'\n'}), []byte{'\r'})
+			matched = re.Match(b)
+		}
+		if matched {
+			if herr := hit(line, b, long); herr != nil {
+				return herr
+			}
+		}
+		if err != nil {
+			return nil
+		}
+	}
+}
+
+// lineReader reads one line (up to its newline, which it consumes) as runes for
+// regexp.MatchReader: first pre (the start already read), then from br.
+type lineReader struct {
+	pre  []byte
+	br   *bufio.Reader
+	head []byte // the start of the line, for the output
+	done bool
+	err  error // br's error at the end of the line (io.EOF: the file ended)
+}
+
+// ReadRune implements io.RuneReader.
+func (l *lineReader) ReadRune() (rune, int, error) {
+	if len(l.pre) > 0 {
+		r, size := utf8.DecodeRune(l.pre)
+		l.pre = l.pre[size:]
+		return r, size, nil
+	}
+	if l.done {
+		return 0, 0, io.EOF
+	}
+	r, size, err := l.br.ReadRune()
+	if err != nil || r == '\n' {
+		l.done, l.err = true, err
+		return 0, 0, io.EOF
+	}
+	if len(l.head) < grepLineHead {
+		l.head = utf8.AppendRune(l.head, r)
+	}
+	return r, size, nil
+}
+
+// skip consumes the rest of the line.
+func (l *lineReader) skip() {
+	l.pre = nil
+	for !l.done {
+		l.ReadRune()
+	}
 }
