@@ -264,7 +264,7 @@ func (r *Runtime) runTool(ctx context.Context, ru *run, runner ToolRunner, turnI
 			return denied
 		}
 	}
-	res := runner.Run(ctx, tc)
+	res := r.callTool(ctx, runner, tc)
 	if ctx.Err() != nil {
 		return ToolResult{Text: "The tool was stopped: " + r.stopReason(ctx, ru) + " " + res.Text, IsError: true}
 	}
