@@ -506,7 +506,8 @@ func (r *Runtime) execute(ru *run, ready <-chan struct{}) {
 		x, serr = r.st.SetStatus(sctx, ru.sessionID, "error")
 		scancel()
 		if serr != nil && !errors.Is(serr, store.ErrNotFound) {
-			r.log.Error("session status", "session", ru.sessionID, "err", serr)
+			r.log.Error("session status; written once the database answers", "session", ru.sessionID, "err", serr)
+			r.writer.statusLater(ru.sessionID, "error")
 		}
 	}
 	r.mu.Lock()
@@ -528,8 +529,9 @@ func (r *Runtime) execute(ru *run, ready <-chan struct{}) {
 	r.wg.Done()
 }
 
-// endWriteTimeout bounds a run's end write (endWrite), its retries included.
-const endWriteTimeout = 10 * time.Second
+// endWriteTimeout bounds a run's end write (endWrite), its retries included (a variable for
+// the tests).
+var endWriteTimeout = 10 * time.Second
 
 // endWrite writes the session's queued transcript with its status, in one round trip, and returns
 // the session as stored. A database busy or away is retried (100 ms doubling to 1 s) until

@@ -100,3 +100,62 @@ func TestFieldCase_T08_TranscriptWriteRefused(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "idle", got.Status)
 }
+
+// TestFieldCase_T08_DatabaseAwayAtRunEnd: Postgres stops taking connections while a run streams
+// (the test database refuses connections, its sessions are ended). The run's end write is retried
+// until its bound, then the run ends ok:false saying the transcript is not kept; the status
+// "error", which could not be written either, is written once the database is back, so the
+// session is not left "running"; the next run is stored.
+func TestFieldCase_T08_DatabaseAwayAtRunEnd(t *testing.T) {
+	old := endWriteTimeout
+	endWriteTimeout = time.Second
+	t.Cleanup(func() { endWriteTimeout = old })
+	ctx := context.Background()
+	u := storetest.URL(t)
+	st, err := store.Open(ctx, u, store.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), QueryTimeout: 2 * time.Second})
+	require.NoError(t, err)
+	t.Cleanup(st.Close)
+	rep := newRecorder()
+	rt, err := New(Config{Store: st, Reporter: rep, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), StepDelay: 30 * time.Millisecond})
+	require.NoError(t, err)
+	t.Cleanup(rt.Close)
+	x, err := st.CreateSession(ctx, store.Session{Title: "t", AgentID: "build", Status: "idle"})
+	require.NoError(t, err)
+	cfg, err := pgx.ParseConfig(u)
+	require.NoError(t, err)
+	db := cfg.Database
+	cfg.Database = "postgres" // the server's maintenance database: ours refuses connections below
+	pg, err := pgx.ConnectConfig(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { pg.Close(context.Background()) })
+
+	_, stored, err := rt.Start(ctx, x, "Say hello.", nil)
+	require.NoError(t, err)
+	require.NoError(t, stored(ctx))
+	_, err = pg.Exec(ctx, `ALTER DATABASE `+db+` ALLOW_CONNECTIONS false`)
+	require.NoError(t, err)
+	_, err = pg.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()`, db)
+	require.NoError(t, err)
+	require.Zero(t, count[*protocol.RunEndSignal](rep), "the run was still streaming when the database went away")
+
+	end := runEnds(t, rep, 1)
+	assert.False(t, end.OK, "run:end ok:true for a transcript that is not stored")
+	require.NotNil(t, end.Error)
+	assert.Contains(t, *end.Error, "transcript could not be stored")
+
+	_, err = pg.Exec(ctx, `ALTER DATABASE `+db+` ALLOW_CONNECTIONS true`)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		got, err := st.GetSession(ctx, x.ID)
+		return err == nil && got.Status == "error"
+	}, 10*time.Second, 20*time.Millisecond, "the status is written once the database is back")
+
+	_, stored, err = rt.Start(ctx, x, "Again.", nil)
+	require.NoError(t, err)
+	require.NoError(t, stored(ctx))
+	end = runEnds(t, rep, 2)
+	assert.True(t, end.OK, "%+v", end)
+	got, err := st.GetSession(ctx, x.ID)
+	require.NoError(t, err)
+	assert.Equal(t, "idle", got.Status)
+}

@@ -42,9 +42,12 @@ type transcriptWriter struct {
 	// when it ends: a run's start waits only for a flush that holds rows of its own session.
 	flushing map[string]bool
 	flushed  chan struct{}
-	flushMu  sync.Mutex // one flush at a time keeps rows in order
-	stop     chan struct{}
-	stopped  chan struct{}
+	// later holds, by session, the status of a run's end that could not be written (the
+	// database was away): the next flush that succeeds writes it, unless a run started since.
+	later   map[string]string
+	flushMu sync.Mutex // one flush at a time keeps rows in order
+	stop    chan struct{}
+	stopped chan struct{}
 	// halt ends the periodic flush in progress when the writer closes: shutdown flushed what it
 	// could first, and close must not wait out a slow database (the 15 s bound of shutdown).
 	halt context.Context
@@ -235,6 +238,7 @@ func (w *transcriptWriter) queue(sessionID string, ev protocol.StreamEvent) {
 // the session's earlier rows stay queued, and failed is called (the runtime ends the run).
 func (w *transcriptWriter) begin(sessionID string, prompt protocol.StreamEvent, title string, failed func()) *runStart {
 	w.mu.Lock()
+	delete(w.later, sessionID) // the new run's status supersedes it
 	w.closeLocked(sessionID)
 	w.queue(sessionID, prompt)
 	st := &runStart{title: title, seq: w.seq, done: make(chan struct{})}
@@ -386,6 +390,17 @@ func (w *transcriptWriter) addUsage(u store.TurnUsage) {
 	w.mu.Unlock()
 }
 
+// statusLater has the next flush that succeeds set the session's status (a run's end whose write
+// failed), unless a run starts on the session before.
+func (w *transcriptWriter) statusLater(sessionID, status string) {
+	w.mu.Lock()
+	if w.later == nil {
+		w.later = map[string]string{}
+	}
+	w.later[sessionID] = status
+	w.mu.Unlock()
+}
+
 // drop forgets what is queued for a session whose run's end could not be written: its rows, its
 // open block and its usage rows (the store refused them; kept, they would fail every later flush
 // of every session). A checkpoint already written stays until the session's next closed block.
@@ -451,6 +466,13 @@ func (w *transcriptWriter) flushStatus(ctx context.Context, sessionID, status st
 		tb.Rows = append(tb.Rows, r.EventRow)
 		w.flushing[r.SessionID] = true
 	}
+	// The statuses left to write: their sessions count as being flushed, so a run's start
+	// (writeStart) waits for them and its "running" comes after.
+	later := w.later
+	w.later = nil
+	for sid := range later {
+		w.flushing[sid] = true
+	}
 	defer func() { // after the rows are written or back in the queue
 		w.mu.Lock()
 		w.flushing = nil
@@ -482,8 +504,38 @@ func (w *transcriptWriter) flushStatus(ctx context.Context, sessionID, status st
 		}
 		x, err = w.st.FlushTranscript(ctx, tb)
 	}
+	var told []store.Session
+	if err == nil {
+		for sid, status := range later {
+			x, serr := w.st.SetStatus(ctx, sid, status)
+			switch {
+			case serr == nil:
+				told = append(told, x)
+				delete(later, sid)
+			case errors.Is(serr, store.ErrNotFound):
+				delete(later, sid)
+			}
+		}
+	}
+	if w.stored != nil {
+		defer func() { // after the lock: the transport tells every window
+			for _, x := range told {
+				w.stored(x)
+			}
+		}()
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	for sid, status := range later { // not written: again next time, unless a run started since
+		if w.starts[sid] == nil {
+			if w.later == nil {
+				w.later = map[string]string{}
+			}
+			if _, newer := w.later[sid]; !newer {
+				w.later[sid] = status
+			}
+		}
+	}
 	if err != nil {
 		// Back in order: a row's place is its seq.
 		w.pending = mergeBySeq(rows, w.pending)
