@@ -176,8 +176,11 @@ func (n *node) write(buf *bytes.Buffer, indent string) {
 }
 
 func writeJSONString(buf *bytes.Buffer, s string) {
-	b, _ := json.Marshal(s)
-	buf.Write(b)
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false) // `<`, `>` and `&` as themselves, as protocol.Marshal writes them
+	_ = enc.Encode(s)        // a string always encodes
+	buf.Write(bytes.TrimSuffix(b.Bytes(), []byte("\n")))
 }
 
 // clone copies a node deeply.

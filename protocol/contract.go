@@ -45,7 +45,7 @@ func NewContract() (*Contract, error) {
 		}
 	}
 	doc["$id"] = strictURL
-	b, err := json.Marshal(doc)
+	b, err := Marshal(doc)
 	if err != nil {
 		return nil, err
 	}
@@ -167,7 +167,7 @@ func (c *Contract) CheckError(e *Error) error {
 	if err != nil {
 		return nil // the error has no data schema
 	}
-	b, _ := json.Marshal(e.Data)
+	b, _ := Marshal(e.Data)
 	if err := validateAt(s, b); err != nil {
 		return fmt.Errorf("data of error %d breaks the schema: %w", e.Code, err)
 	}

@@ -239,7 +239,7 @@ func decodeParamsFull(method string, raw json.RawMessage, dst any) error {
 	if rewritten := rewriteIntegral(doc); pruned || rewritten { // both run: neither may short-circuit the other
 		// Members were dropped or numbers rewritten: decode the cleaned document. Otherwise the
 		// raw params already hold exactly what dst should get, and are decoded once more only.
-		if clean, err = json.Marshal(doc); err != nil {
+		if clean, err = Marshal(doc); err != nil {
 			return NewInternalError(err.Error())
 		}
 	}

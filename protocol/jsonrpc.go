@@ -806,7 +806,7 @@ func EncodeError(id ID, e *Error) []byte {
 	}
 	obj, err := Marshal(e)
 	if err != nil {
-		obj, _ = json.Marshal(&Error{Code: e.Code, Message: e.Message}) // int and string always marshal
+		obj, _ = Marshal(&Error{Code: e.Code, Message: e.Message}) // int and string always marshal
 	}
 	obj = validUTF8(obj)
 	buf := make([]byte, 0, len(responsePrefix)+len(id)+len(obj)+12)
@@ -852,7 +852,7 @@ func EncodeNotification(method string, params json.RawMessage) []byte {
 	if (params[0] != '{' && params[0] != '[') || !json.Valid(params) {
 		return nil
 	}
-	m, _ := json.Marshal(method) // a string always marshals
+	m, _ := Marshal(method) // a string always marshals
 	buf := make([]byte, 0, len(m)+len(params)+40)
 	buf = append(buf, `{"jsonrpc":"2.0","method":`...)
 	buf = append(buf, m...)

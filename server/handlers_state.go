@@ -215,7 +215,7 @@ func (s *Server) loadSettings(ctx context.Context) (*protocol.Settings, error) {
 	if err != nil {
 		return nil, storeErr(err, "")
 	}
-	obj, _ := json.Marshal(kv)
+	obj, _ := protocol.Marshal(kv)
 	out := &protocol.Settings{}
 	if err := json.Unmarshal(obj, out); err != nil {
 		return nil, fmt.Errorf("stored settings do not decode: %w", err)
@@ -231,7 +231,7 @@ func (h settingsHandler) Get(ctx context.Context, _ *protocol.SettingsGetParams)
 // Set implements settings.set (admin): the members given replace the stored ones (the params were
 // validated against the Settings schema), and every window gets settings:changed.
 func (h settingsHandler) Set(ctx context.Context, p *protocol.SettingsSetParams) (*protocol.Settings, error) {
-	b, err := json.Marshal(p.Settings)
+	b, err := protocol.Marshal(p.Settings)
 	if err != nil {
 		return nil, err
 	}
@@ -363,7 +363,7 @@ func (h sidebarHandler) SetSpace(ctx context.Context, p *protocol.SidebarSetSpac
 	if err := checkName(p.Space, "space"); err != nil {
 		return nil, err
 	}
-	v, _ := json.Marshal(p.Space)
+	v, _ := protocol.Marshal(p.Space)
 	if err := h.s.store.SetState(ctx, nsSidebarSpace, map[string]json.RawMessage{"current": v}, 0); err != nil {
 		return nil, storeErr(err, "params/space")
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/zidane-server/zidane/protocol"
 	"github.com/zidane-server/zidane/server/oneline"
 	"github.com/zidane-server/zidane/server/store"
 )
@@ -192,7 +193,8 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(v)
+	b, _ := protocol.Marshal(v) // maps of strings always marshal
+	w.Write(append(b, '\n'))
 }
 
 func pairError(w http.ResponseWriter, status int, msg string) {

@@ -6,7 +6,6 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -514,10 +513,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprint(w, "ok")
 	case r.Method == http.MethodGet && r.URL.Path == "/version":
 		w.Header().Set("Content-Type", "application/json")
-		json.NewEncoder(w).Encode(map[string]any{
+		b, _ := protocol.Marshal(map[string]any{
 			"appVersion": Version, "protocolVersion": protocol.ProtocolVersion,
 			"minProtocolVersion": protocol.MinProtocolVersion, "schemaHash": protocol.SchemaHash,
 		})
+		w.Write(append(b, '\n'))
 	case r.URL.Path == "/metrics":
 		if onlyGet(w, r) {
 			s.serveMetrics(w, r)

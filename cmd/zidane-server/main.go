@@ -12,6 +12,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -495,9 +496,13 @@ func writeDaemonFile(ctx context.Context, st *store.Store, dataDir, scheme, addr
 		StartedAt: time.Now().UnixMilli(), ProtocolVersion: protocol.ProtocolVersion, Token: plain,
 		ExternalDatabase: external,
 	}
-	b, _ := json.MarshalIndent(d, "", "  ")
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(d) // a struct of strings and numbers always encodes; Encode ends it in a newline
 	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
+	if err := os.WriteFile(tmp, b.Bytes(), 0o600); err != nil {
 		return nil, err
 	}
 	if err := os.Rename(tmp, path); err != nil {

@@ -183,6 +183,7 @@ func (r *Runtime) runModel(ctx context.Context, ru *run) (protocol.RunSummary, s
 				r.emit(ru, &protocol.ThinkingEvent{Text: e.Text, Streaming: true, TurnID: turnID})
 			case *provider.ToolCallDone:
 				tokens += int64(textTokens(string(e.Call.Arguments)))
+				e.Call.Arguments = protocol.UnescapeHTML(e.Call.Arguments) // B36: `<` as itself, as every frame writes it
 				calls = append(calls, e.Call)
 				r.emit(ru, &protocol.ToolEvent{Tool: e.Call.Name, CallID: e.Call.ID, Text: callLine(e.Call), Input: e.Call.Arguments, TurnID: turnID})
 			}

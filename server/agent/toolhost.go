@@ -328,7 +328,7 @@ func (h *ToolHost) SetPlan(ctx context.Context, sessionID, runID string, origin 
 	if steps == nil {
 		steps = []tools.PlanStep{}
 	}
-	b, err := json.Marshal(storedPlan{ID: id, Explanation: explanation, Steps: steps})
+	b, err := protocol.Marshal(storedPlan{ID: id, Explanation: explanation, Steps: steps})
 	if err != nil {
 		return err
 	}

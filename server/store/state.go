@@ -4,11 +4,22 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
+
+// jsonText is s as a JSON string, `<`, `>` and `&` as themselves (as protocol.Marshal writes
+// them, B36); \u0000 survives in TEXT.
+func jsonText(s string) string {
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(s) // a string always encodes
+	return strings.TrimSuffix(b.String(), "\n")
+}
 
 // Draft is a session's unsent composer text (seed "drafts").
 type Draft struct {
@@ -32,8 +43,7 @@ func (s *Store) SaveDrafts(ctx context.Context, ds []Draft) error {
 		if err != nil {
 			return err
 		}
-		b, _ := json.Marshal(d.Text) // a string always encodes; \u0000 survives in TEXT
-		ids[i], texts[i], times[i] = u, string(b), d.UpdatedAt
+		ids[i], texts[i], times[i] = u, jsonText(d.Text), d.UpdatedAt
 	}
 	return s.withConn(ctx, "save drafts", func(ctx context.Context, c *pgxpool.Conn) error {
 		_, err := c.Exec(ctx, `

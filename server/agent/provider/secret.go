@@ -1,9 +1,10 @@
 package provider
 
 import (
-	"encoding/json"
 	"fmt"
 	"log/slog"
+
+	"github.com/zidane-server/zidane/protocol"
 )
 
 // Secret holds an API key so that printing, logging or marshalling whatever holds it shows
@@ -45,7 +46,7 @@ func (s Secret) GoString() string { return s.String() }
 func (s Secret) Format(f fmt.State, _ rune) { fmt.Fprint(f, s.String()) }
 
 // MarshalJSON hides the key.
-func (s Secret) MarshalJSON() ([]byte, error) { return json.Marshal(s.String()) }
+func (s Secret) MarshalJSON() ([]byte, error) { return protocol.Marshal(s.String()) }
 
 // LogValue hides the key.
 func (s Secret) LogValue() slog.Value { return slog.StringValue(s.String()) }

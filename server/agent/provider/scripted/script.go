@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/zidane-server/zidane/server/agent/provider"
+
+	"github.com/zidane-server/zidane/protocol"
 )
 
 // Script is a scripted model's turns, loaded from JSON (see the package doc for the format).
@@ -105,7 +107,7 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 func (d Duration) String() string { return time.Duration(d).String() }
 
 // MarshalJSON writes the duration as a Go duration string.
-func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+func (d Duration) MarshalJSON() ([]byte, error) { return protocol.Marshal(time.Duration(d).String()) }
 
 // Load reads and checks a script file.
 func Load(path string) (*Script, error) {

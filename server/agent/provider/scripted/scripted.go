@@ -44,6 +44,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/zidane-server/zidane/server/agent/provider"
+
+	"github.com/zidane-server/zidane/protocol"
 )
 
 // ModelName is the scripted provider's one model.
@@ -221,7 +223,7 @@ func (p *Provider) classic(req *provider.Request) Turn {
 	if prev := previousPrompt(req.Messages); prev != "" {
 		steps = []Step{{Text: "Hello again! "}, {Text: fmt.Sprintf("Before, you asked: %q. ", truncate(prev, 60))}}
 	}
-	args, _ := json.Marshal(map[string]string{"query": prompt})
+	args, _ := protocol.Marshal(map[string]string{"query": prompt})
 	id := fmt.Sprintf("call_lookup_%d", len(req.Messages))
 	steps = append(steps, Step{Text: "Let me "}, Step{Text: "look that up."}, Step{Tool: &ToolStep{ID: id, Name: LookupTool.Name, Arguments: args}})
 	return Turn{Steps: steps}
