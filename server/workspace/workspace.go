@@ -11,15 +11,23 @@
 // (the check-then-use race, runtime case R19) and never follows an absolute link. A refusal is an
 // *Error whose message a model or a client can read and act on.
 //
+// The hidden paths (Hidden: the data dir, --sandbox-hide paths, the server user's credential
+// files) answer as if they did not exist, whichever way they are reached: a path that is, lies
+// below, or passes through a hidden path (a link to one included) reads "does not exist", is left
+// out of listings, walks and searches, and is refused as outside the roots on write (issue 21,
+// case T03).
+//
 // The package imports nothing of the transport.
 package workspace
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 )
@@ -66,6 +74,8 @@ type Error struct {
 	Roots []string
 	// Err is the underlying error, if any (never shown for ReasonOutside).
 	Err error
+	// hidden: the path is hidden (Reason is ReasonNotExist; a write reports ReasonOutside).
+	hidden bool
 }
 
 // Error implements error.
@@ -105,23 +115,28 @@ func IsOutside(err error) bool {
 
 // Workspace is a set of workspace roots, each opened as an os.Root. It is safe for concurrent use.
 type Workspace struct {
-	roots []root
+	roots  []root
+	hidden *Hidden
+	// anyHidden: some hidden path lies inside a root (listings then check links).
+	anyHidden bool
 }
 
 type root struct {
-	dir   string   // absolute, symlinks resolved
-	alias string   // the root as configured (absolute, maybe through a link); "" when equal to dir
-	r     *os.Root // opened once at New
+	dir   string      // absolute, symlinks resolved
+	alias string      // the root as configured (absolute, maybe through a link); "" when equal to dir
+	r     *os.Root    // opened once at New
+	rh    *rootHidden // the hidden paths inside this root
 }
 
 // New opens the workspace roots (absolute or relative to the process's working directory; a root
-// that is itself a symbolic link is resolved). It fails when a root does not exist or is not a
-// folder. Close releases the roots.
-func New(roots []string) (*Workspace, error) {
+// that is itself a symbolic link is resolved) with hidden and DefaultHidden as the hidden set. It
+// fails when a root does not exist, is not a folder, or is itself hidden or inside a hidden path.
+// Close releases the roots.
+func New(roots []string, hidden ...string) (*Workspace, error) {
 	if len(roots) == 0 {
 		return nil, errors.New("workspace: no workspace roots")
 	}
-	w := &Workspace{}
+	w := &Workspace{hidden: NewHidden(append(slices.Clone(hidden), DefaultHidden()...)...)}
 	for _, r := range roots {
 		a, err := filepath.Abs(r)
 		if err != nil {
@@ -146,9 +161,42 @@ func New(roots []string) (*Workspace, error) {
 		if alias == d {
 			alias = ""
 		}
-		w.roots = append(w.roots, root{dir: d, alias: alias, r: rt})
+		rels, holds := w.hidden.within(d)
+		if alias != "" {
+			more, h := w.hidden.within(alias)
+			rels = append(rels, more...)
+			holds = cmp.Or(holds, h)
+		}
+		if holds != "" {
+			rt.Close()
+			w.Close()
+			return nil, fmt.Errorf("workspace root %q is hidden: it is or lies inside %q (the data dir, a --sandbox-hide path or a credential folder); choose a root outside it", r, holds)
+		}
+		rh := newRootHidden(rels)
+		w.anyHidden = w.anyHidden || !rh.empty()
+		w.roots = append(w.roots, root{dir: d, alias: alias, r: rt, rh: rh})
 	}
 	return w, nil
+}
+
+// Hidden returns the hidden set (the paths given to New and DefaultHidden): the sandbox covers
+// the same paths.
+func (w *Workspace) Hidden() *Hidden { return w.hidden }
+
+// HiddenInRoots returns the hidden paths that lie inside a root, absolute and clean, sorted: the
+// ones the confinement point has to hide (the others are outside the roots anyway).
+func (w *Workspace) HiddenInRoots() []string {
+	var out []string
+	for _, p := range w.hidden.Paths() {
+		for _, f := range []string{p, evalPartial(p)} {
+			if _, _, ok := w.locate(f); ok {
+				out = append(out, p)
+				break
+			}
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // Close closes every root. Methods called afterwards fail.
@@ -218,6 +266,21 @@ func (w *Workspace) fail(given string, reason Reason, err error) error {
 	return &Error{Path: given, Reason: reason, Roots: w.Roots(), Err: err}
 }
 
+// hiddenErr is the answer for a hidden path: it does not exist.
+func (w *Workspace) hiddenErr(given string) error {
+	return &Error{Path: given, Reason: ReasonNotExist, Roots: w.Roots(), hidden: true}
+}
+
+// writeErr turns the "does not exist" of a hidden path into the refusal of a path outside the
+// roots, which is what a write of one answers.
+func (w *Workspace) writeErr(err error) error {
+	var e *Error
+	if errors.As(err, &e) && e.hidden {
+		return w.fail(e.Path, ReasonOutside, nil)
+	}
+	return err
+}
+
 // locate finds the root that lexically holds the clean absolute path abs (by its resolved path or
 // its configured alias) and returns its index and the slash path inside it.
 func (w *Workspace) locate(abs string) (int, string, bool) {
@@ -242,8 +305,16 @@ func (w *Workspace) locate(abs string) (int, string, bool) {
 // outside the roots is refused (ReasonOutside). A path whose tail does not exist yet resolves (so
 // a file can be created); a caller that needs it to exist stats it. Use the helpers below to read
 // or write it, so the check is made again at use.
+// A hidden path answers ReasonNotExist, as if it did not exist.
 func (w *Workspace) Resolve(cwd, p string) (Path, error) {
 	return w.resolve(cwd, p, true)
+}
+
+// ResolveWrite is Resolve for a path about to be written: a hidden path is refused as outside
+// the roots (ReasonOutside), like any path a write may not reach, whether it exists or not.
+func (w *Workspace) ResolveWrite(cwd, p string) (Path, error) {
+	rp, err := w.resolve(cwd, p, true)
+	return rp, w.writeErr(err)
 }
 
 // ResolveLink is Resolve except that a link at the final component is not followed: the Path
@@ -330,6 +401,10 @@ func (w *Workspace) walk(idx int, rel, given string, dir, follow bool) (Path, er
 			}
 			return Path{}, w.fail(given, ReasonInvalid, err)
 		}
+		if w.roots[idx].rh.covers(cand) {
+			// Hidden, or passed through on the way (a link into a hidden folder and ".." out).
+			return Path{}, w.hiddenErr(given)
+		}
 		if fi.Mode()&fs.ModeSymlink == 0 || (!follow && !dir && lastComponent(todo)) {
 			done = append(done, c)
 			continue
@@ -355,6 +430,9 @@ func (w *Workspace) walk(idx int, rel, given string, dir, follow bool) (Path, er
 	out := "."
 	if len(done) > 0 {
 		out = strings.Join(done, "/")
+	}
+	if w.roots[idx].rh.covers(out) {
+		return Path{}, w.hiddenErr(given)
 	}
 	return Path{Root: w.roots[idx].dir, Rel: out, Given: given, dir: dir, idx: idx}, nil
 }

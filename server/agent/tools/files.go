@@ -302,7 +302,7 @@ func (WriteFile) parse(env *Env, input json.RawMessage) (writeFileInput, workspa
 	if in.Path == "" || in.Content == nil {
 		return in, workspace.Path{}, failf("write_file: path and content are required.")
 	}
-	rp, err := env.WS.Resolve(env.Cwd, in.Path)
+	rp, err := env.WS.ResolveWrite(env.Cwd, in.Path) // a hidden path: outside the roots
 	return in, rp, err
 }
 
@@ -389,7 +389,7 @@ func (EditFile) apply(env *Env, input json.RawMessage) (in editFileInput, rp wor
 		err = failf("edit_file: path, old (not empty) and new are required.")
 		return
 	}
-	if rp, err = env.WS.Resolve(env.Cwd, in.Path); err != nil {
+	if rp, err = env.WS.ResolveWrite(env.Cwd, in.Path); err != nil { // a hidden path: outside the roots
 		return
 	}
 	data, _, cut, rerr := env.WS.ReadFile(env.Cwd, in.Path, 8<<20)

@@ -23,6 +23,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/zidane-server/zidane/server/workspace"
 )
 
 // Policy is what a sandboxed command may do. The zero value is not a policy; see ParsePolicy.
@@ -156,20 +158,9 @@ type Options struct {
 }
 
 // DefaultHidden returns the credential files of the server's user that a command never needs
-// (its HOME points at the scratch directory) and, when the server runs as root, the shadow files.
-func DefaultHidden() []string {
-	var out []string
-	if home, err := os.UserHomeDir(); err == nil && home != "/" {
-		for _, n := range []string{".ssh", ".gnupg", ".aws", ".azure", ".config/gcloud", ".config/gh", ".kube",
-			".docker", ".netrc", ".git-credentials", ".pgpass", ".npmrc", ".pypirc", ".config/zidane-server"} {
-			out = append(out, filepath.Join(home, n))
-		}
-	}
-	if os.Geteuid() == 0 {
-		out = append(out, "/etc/shadow", "/etc/gshadow", "/etc/sudoers", "/etc/sudoers.d")
-	}
-	return out
-}
+// (its HOME points at the scratch directory) and, when the server runs as root, the shadow files:
+// workspace.DefaultHidden, the one list the confinement point hides too.
+func DefaultHidden() []string { return workspace.DefaultHidden() }
 
 // Support is what the kernel offers the sandbox, as probed (the host group's "sandbox").
 type Support struct {
@@ -213,8 +204,22 @@ func New(opts Options) (*Sandbox, error) {
 	}
 	opts.ScratchBase = abs
 	opts.Limits = opts.Limits.withDefaults()
-	opts.Hide = append(slices.Clone(opts.Hide), DefaultHidden()...)
+	opts.Hide = dedupe(append(slices.Clone(opts.Hide), DefaultHidden()...))
 	return &Sandbox{opts: opts, pids: pidsBase()}, nil
+}
+
+// dedupe returns paths without repeats (the server hands over its whole hidden set, defaults
+// included), in order.
+func dedupe(paths []string) []string {
+	seen := map[string]bool{}
+	out := paths[:0]
+	for _, p := range paths {
+		if !seen[p] {
+			seen[p] = true
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // AllowsOff reports whether the operator allowed the Off policy.
