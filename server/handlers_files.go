@@ -166,6 +166,9 @@ func (h fsHandler) CreateFolder(ctx context.Context, p *protocol.FsCreateFolderP
 		return nil, protocol.NewHandlerFailedError(fmt.Sprintf("%q already exists; pick another name.", clean))
 	}
 	made, err := h.s.ws.MkdirAll(parent.Abs(), name, 0o755)
+	if workspace.IsOutside(err) { // a hidden path (docs/security.md "Hidden paths")
+		return nil, protocol.NewHandlerFailedError(fmt.Sprintf("%q is outside the workspace roots (%s); use a path inside them.", clean, strings.Join(h.s.ws.Roots(), ", ")))
+	}
 	if err != nil {
 		return nil, protocol.NewHandlerFailedError(fmt.Sprintf("%q could not be created; check that its parent is a writable folder inside the workspace roots.", clean))
 	}

@@ -205,6 +205,7 @@ func (h gitHandler) Status(ctx context.Context, p *protocol.GitStatusParams) (*p
 	if err != nil {
 		return nil, gitErr(err, repo.Top)
 	}
+	h.s.hideStatus(repo.Top, st)
 	out := &protocol.GitStatus{
 		Root: repo.Top, Staged: gitChanges(st.Staged), Unstaged: gitChanges(st.Unstaged),
 		Untracked: st.Untracked, Conflicted: make([]protocol.GitConflict, 0, len(st.Conflicted)),
@@ -242,11 +243,33 @@ func (h gitHandler) Diff(ctx context.Context, p *protocol.GitDiffParams) (*proto
 			return nil, err
 		}
 	}
+	o.Exclude = h.s.ws.Hidden().Under(repo.Top)
 	d, err := h.s.git.Diff(ctx, repo.Top, o)
 	if err != nil {
 		return nil, gitErr(err, repo.Top)
 	}
 	return &protocol.GitDiff{Root: repo.Top, Files: gitFiles(d.Files), Patch: d.Patch, Truncated: d.Truncated}, nil
+}
+
+// hiddenIn reports whether any of rels (relative to the repository's top; "" skipped) is hidden
+// (docs/security.md "Hidden paths").
+func (s *Server) hiddenIn(top string, rels ...string) bool {
+	for _, r := range rels {
+		if r != "" && s.ws.Hidden().Contains(filepath.Join(top, filepath.FromSlash(r))) {
+			return true
+		}
+	}
+	return false
+}
+
+// hideStatus leaves the hidden paths out of a status, as if they did not exist: git.status
+// names none of them, whether tracked, changed or untracked.
+func (s *Server) hideStatus(top string, st *gitx.Status) {
+	hide := func(c gitx.Change) bool { return s.hiddenIn(top, c.Path, c.From) }
+	st.Staged = slices.DeleteFunc(st.Staged, hide)
+	st.Unstaged = slices.DeleteFunc(st.Unstaged, hide)
+	st.Untracked = slices.DeleteFunc(st.Untracked, func(p string) bool { return s.hiddenIn(top, p) })
+	st.Conflicted = slices.DeleteFunc(st.Conflicted, func(c gitx.Conflict) bool { return s.hiddenIn(top, c.Path) })
 }
 
 // repoPath checks a path relative to a repository's top: no NUL, not absolute, no "..".
@@ -279,6 +302,9 @@ func (h gitHandler) Log(ctx context.Context, p *protocol.GitLogParams) (*protoco
 	if p.Limit != nil {
 		o.Limit = *p.Limit
 	}
+	if o.Path != "" && h.s.hiddenIn(repo.Top, o.Path) {
+		return &protocol.GitLogResult{Commits: []protocol.GitLogEntry{}}, nil // as if it never existed
+	}
 	if p.Skip != nil {
 		o.Skip = *p.Skip
 	}
@@ -306,6 +332,7 @@ func (h gitHandler) Commit(ctx context.Context, p *protocol.GitCommitParams) (*p
 	if err != nil {
 		return nil, gitErr(err, repo.Top)
 	}
+	c.Files = slices.DeleteFunc(c.Files, func(f gitx.FileStat) bool { return h.s.hiddenIn(repo.Top, f.Path, f.From) })
 	return &protocol.GitCommit{SHA: c.SHA, Parents: c.Parents, Author: gitPerson(c.Author), Committer: gitPerson(c.Committer), Subject: c.Subject, Body: c.Body, Files: gitFiles(c.Files)}, nil
 }
 

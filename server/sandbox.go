@@ -23,8 +23,9 @@ type SandboxConfig struct {
 	Unsupported []sandbox.Feature
 	// Limits are each command's resource limits (zero members: sandbox.DefaultLimits).
 	Limits sandbox.Limits
-	// Hide are more paths commands must not see (the server's unix socket, config files); the
-	// data dir is always hidden.
+	// Hide are more paths hidden from the agent's tools, clients and commands (the server's unix
+	// socket, the config file, --sandbox-hide); the data dir and the user's credential files
+	// (workspace.DefaultHidden) are always hidden.
 	Hide []string
 	// TerminalPolicy, when set, runs every project terminal under that policy (--terminal-sandbox);
 	// a policy the kernel cannot enforce refuses the server's start.
@@ -57,11 +58,8 @@ func (s *Server) newSandbox() error {
 	if err := os.MkdirAll(c.ScratchBase, 0o700); err != nil {
 		return fmt.Errorf("sandbox scratch base: %w", err)
 	}
-	hide := append([]string{}, c.Hide...)
-	if s.cfg.DataDir != "" {
-		hide = append(hide, s.cfg.DataDir)
-	}
-	sb, err := sandbox.New(sandbox.Options{ScratchBase: c.ScratchBase, Hide: hide, AllowOff: c.AllowOff,
+	// The workspace's hidden set (the data dir, c.Hide, the credential files): one list.
+	sb, err := sandbox.New(sandbox.Options{ScratchBase: c.ScratchBase, Hide: s.ws.Hidden().Paths(), AllowOff: c.AllowOff,
 		Limits: c.Limits, Unsupported: c.Unsupported})
 	if err != nil {
 		return err

@@ -245,7 +245,13 @@ func New(ctx context.Context, cfg Config, st *store.Store) (*Server, error) {
 		}
 		cfg.WorkspaceRoots = []string{wd}
 	}
-	ws, err := workspace.New(cfg.WorkspaceRoots)
+	// One hidden set (docs/security.md "Hidden paths"): the confinement point and the sandbox
+	// both hide the data dir, the --sandbox-hide paths and the user's credential files.
+	hidden := append([]string{}, cfg.Sandbox.Hide...)
+	if cfg.DataDir != "" {
+		hidden = append(hidden, cfg.DataDir)
+	}
+	ws, err := workspace.New(cfg.WorkspaceRoots, hidden...)
 	if err != nil {
 		return nil, err
 	}
@@ -466,6 +472,12 @@ func (s *Server) closeTokenConns(tokenID string) {
 
 // HostID is the stable id of this server (kept in Postgres).
 func (s *Server) HostID() string { return s.hostID }
+
+// Hidden returns the hidden paths (docs/security.md "Hidden paths"): all of them, and those that
+// lie inside a workspace root (the ones the start names).
+func (s *Server) Hidden() (all, inRoots []string) {
+	return s.ws.Hidden().Paths(), s.ws.HiddenInRoots()
+}
 
 // Epoch is this process's signalEpoch.
 func (s *Server) Epoch() string { return s.epoch }

@@ -42,6 +42,7 @@ import (
 	"github.com/zidane-server/zidane/server/agent"
 	"github.com/zidane-server/zidane/server/oneline"
 	"github.com/zidane-server/zidane/server/store"
+	"github.com/zidane-server/zidane/server/workspace"
 	"github.com/zidane-server/zidane/server/workspace/sandbox"
 )
 
@@ -238,6 +239,7 @@ func startCmd() *cobra.Command {
 	var model, configPath string
 	var limitFlags agent.Limits
 	var approvalTimeout time.Duration
+	var allowHomeRoot bool
 	cmd := &cobra.Command{
 		Use:   "start",
 		Short: "Start the server (on a managed local Postgres unless --database-url or DATABASE_URL is set)",
@@ -289,6 +291,12 @@ func startCmd() *cobra.Command {
 			db.resolve()
 			if err := dataDirInUse(db.dataDir); err != nil {
 				return err
+			}
+			if err := checkRoots(srvRoots(roots), db.dataDir, allowHomeRoot); err != nil {
+				return err
+			}
+			if configPath != "" {
+				sb.Hide = append(sb.Hide, configPath) // its provider keys (the default one is in the data dir)
 			}
 			if (tlsCert == "") != (tlsKey == "") {
 				return errors.New("--tls-cert and --tls-key go together: pass both (PEM files) to serve wss://, or neither")
@@ -378,6 +386,13 @@ func startCmd() *cobra.Command {
 			}
 			fmt.Printf("zidane-server %s listening on %s://%s (health: %s://%s/healthz)\n", server.Version, scheme, addr, strings.Replace(scheme, "ws", "http", 1), addr)
 			fmt.Printf("host %s · signal epoch %s · workspace roots %s\n", srv.HostID(), srv.Epoch(), strings.Join(srvRoots(roots), ", "))
+			allHidden, inRoots := srv.Hidden()
+			log.Info("hidden from the agent's tools, clients and commands", "paths", allHidden)
+			if len(inRoots) > 0 {
+				fmt.Printf("hidden inside the workspace roots: %s (and %d more paths outside them; docs/security.md \"Hidden paths\")\n", strings.Join(inRoots, ", "), len(allHidden)-len(inRoots))
+			} else {
+				fmt.Printf("hidden: %d paths (the data dir, credential files), none inside the workspace roots (docs/security.md \"Hidden paths\")\n", len(allHidden))
+			}
 			local := cli
 			if os.Getenv("ZIDANE_SERVER_HOME") != "" || filepath.Clean(db.dataDir) != filepath.Clean(client.DefaultDataDir()) {
 				local += " --data-dir " + db.dataDir // a terminal without the same environment looks elsewhere
@@ -428,7 +443,8 @@ func startCmd() *cobra.Command {
 	cmd.Flags().Uint64Var(&sb.Limits.MemoryBytes, "sandbox-memory-bytes", sandbox.DefaultLimits.MemoryBytes, "address space per process of a sandboxed command, in bytes (RLIMIT_AS)")
 	cmd.Flags().Uint64Var(&sb.Limits.Processes, "sandbox-processes", sandbox.DefaultLimits.Processes, "processes and threads of one sandboxed command together")
 	cmd.Flags().Uint64Var(&sb.Limits.FileBytes, "sandbox-file-bytes", sandbox.DefaultLimits.FileBytes, "largest file a sandboxed command may write, in bytes (RLIMIT_FSIZE)")
-	cmd.Flags().StringArrayVar(&sb.Hide, "sandbox-hide", nil, "another file or folder sandboxed commands must not see (repeatable; the data dir is always hidden)")
+	cmd.Flags().StringArrayVar(&sb.Hide, "sandbox-hide", nil, "another file or folder hidden from the agent's tools, clients and sandboxed commands, as if it did not exist (repeatable; the data dir and the user's credential files are always hidden)")
+	cmd.Flags().BoolVar(&allowHomeRoot, "allow-home-root", false, "allow a workspace root that is the server user's home directory (the data dir and credential files inside it stay hidden)")
 	cmd.Flags().StringArrayVar(&sbUnsupported, "sandbox-unsupported", nil, "treat a kernel feature as missing: landlock, namespaces, netns or all (repeatable; also $ZIDANE_SANDBOX_UNSUPPORTED, comma-separated; for tests)")
 	cmd.Flags().MarkHidden("sandbox-unsupported")
 	cmd.Flags().StringVar(&terminalSandbox, "terminal-sandbox", "", "run project terminals under this sandbox policy (workspace-write, workspace-write+network, read-only); default none")
@@ -588,6 +604,24 @@ func absBinary(self string) string {
 func isFile(p string) bool {
 	fi, err := os.Stat(p)
 	return err == nil && !fi.IsDir()
+}
+
+// checkRoots refuses workspace roots that would expose the server's own secrets (issue 21, case
+// T03): a root that holds the data dir (daemon.json's token, the managed database), and a root
+// that is the user's home directory unless allowHome is set; a data dir inside an allowed home
+// root is hidden instead.
+func checkRoots(roots []string, dataDir string, allowHome bool) error {
+	home, _ := os.UserHomeDir()
+	for _, r := range roots {
+		isHome := home != "" && workspace.Holds(r, home) && workspace.Holds(home, r)
+		if isHome && !allowHome {
+			return fmt.Errorf("workspace root %s is the home directory of the server's user: the agent would read and write every file of the user; pass a project folder with --workspace-root, or --allow-home-root to serve the whole home (the data dir and credential files inside it stay hidden)", r)
+		}
+		if !isHome && workspace.Holds(r, dataDir) {
+			return fmt.Errorf("workspace root %s holds the data dir %s (daemon.json's token, the database): pass --data-dir a folder outside the workspace roots, or a --workspace-root that does not hold it", r, dataDir)
+		}
+	}
+	return nil
 }
 
 func srvRoots(roots []string) []string {

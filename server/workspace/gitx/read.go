@@ -188,6 +188,9 @@ type DiffOptions struct {
 	Staged bool
 	// Path limits the diff to one file (relative to the top).
 	Path string
+	// Exclude are paths (relative to the top, forward slashes) left out of the diff with
+	// everything below them: the hidden paths (docs/security.md "Hidden paths").
+	Exclude []string
 	// Context is the number of context lines (git's default 3 when negative).
 	Context int
 	// MaxPatchBytes bounds the patch text; past it the patch is cut and Truncated is set.
@@ -221,6 +224,9 @@ func (r *Runner) Diff(ctx context.Context, top string, o DiffOptions) (*Diff, er
 	tail := []string{"--"}
 	if o.Path != "" {
 		tail = append(tail, ":(literal)"+o.Path)
+	}
+	for _, x := range o.Exclude {
+		tail = append(tail, ":(exclude,literal)"+x)
 	}
 	out, _, err := r.run(ctx, call{dir: top, readOnly: true, scan: true, args: concat(base, []string{"--numstat", "-z"}, tail)})
 	if err != nil {
