@@ -120,8 +120,15 @@ var codeRunners = setOf(
 	"env", "sudo", "doas", "su", "runuser", "xargs", "nohup", "timeout", "nice", "ionice", "chrt", "taskset", "stdbuf",
 	"setsid", "exec", "eval", "source", ".", "command", "builtin", "time", "watch", "strace", "ltrace", "gdb", "script",
 	"unbuffer", "flock", "parallel", "ssh", "chroot", "nsenter", "unshare", "trap", "alias", "declare", "typeset", "export",
+	"valgrind", "perf", "ldd", "hyperfine", "entr", "watchexec", "numactl", "prlimit", "setpriv", "capsh", "sg", "newgrp",
+	"pkexec", "systemd-run", "run-parts", "start-stop-daemon", "tmux", "screen", "rlwrap", "fakeroot", "bwrap", "firejail",
+	"proot", "xvfb-run", "dbus-run-session", "socat", "direnv", "sem", "chronic",
+	// schedulers: what they take runs later, outside the sandbox
+	"crontab", "at", "batch",
 	// package managers and runners of the project's scripts
 	"npm", "npx", "yarn", "pnpm", "pip", "pip3", "pipx", "uv", "uvx", "poetry", "gem", "bundle", "composer", "make", "cmake",
+	"gmake", "ninja", "just", "task", "rake", "gradle", "mvn", "ant", "sbt", "bazel", "bazelisk", "meson", "scons", "tox",
+	"nox", "pytest", "invoke", "pre-commit", "lefthook", "husky", "conda", "mamba", "pixi", "hatch", "pdm", "rye",
 )
 
 // subcommandPrograms take a subcommand as their first argument: their safelist key is
@@ -135,7 +142,8 @@ var subcommandPrograms = setOf("git", "go", "cargo", "docker", "podman", "kubect
 var neverStored = setOf("git config", "git submodule", "git bisect", "git difftool", "git mergetool", "git filter-branch",
 	"git rebase", "git daemon", "git instaweb", "git web--browse", "git archive", "git send-email", "git credential",
 	"go run", "go generate", "go tool", "go env", "cargo run", "cargo install", "docker run", "docker exec", "podman run",
-	"podman exec", "kubectl exec")
+	"podman exec", "kubectl exec", "docker compose", "docker build", "podman build", "nix run", "nix shell", "nix develop",
+	"nix build", "cargo xtask", "gh extension", "gh alias")
 
 var plainProgram = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._+-]*$`)
 

@@ -211,7 +211,7 @@ var safeOptions = map[string]*optTable{
 		"--indicator-style: -q --hide-control-chars --show-control-chars -Q --quote-name --quoting-style: -r "+
 		"--reverse -R --recursive -s --size -S --sort: -t --time: --time-style: -T: --tabsize: -u -U -v -w: "+
 		"--width: -x -X -Z --context -1 --color:: --colour:: --group-directories-first --full-time --author "+
-		"--block-size: --hyperlink:: --format: -e"),
+		"--block-size: --hyperlink:: --format:"),
 	"cat": table(styleGNU, "-A --show-all -b --number-nonblank -e -E --show-ends -n --number -s "+
 		"--squeeze-blank -t -T --show-tabs -u -v --show-nonprinting"),
 	"head": table(styleGNU, "-n: --lines: -c: --bytes: -q --quiet --silent -v --verbose -z --zero-terminated").withNumeric(),
@@ -276,7 +276,7 @@ var safeOptions = map[string]*optTable{
 		"--size-only --modify-window: -y --fuzzy --compare-dest: --copy-dest: --link-dest: -z --compress "+
 		"--compress-choice: --zc: --compress-level: --zl: --skip-compress: -C --cvs-exclude -f: --filter: -F "+
 		"--exclude: --exclude-from: --include: --include-from: --files-from: -0 --from0 -s --protect-args "+
-		"--secluded-args --trust-sender --copy-as: --address: --port: --sockopts: --blocking-io --outbuf: "+
+		"--secluded-args --trust-sender --address: --port: --sockopts: --blocking-io --outbuf: "+
 		"--stats -8 --8-bit-output -h --human-readable --progress -i --itemize-changes --out-format: "+
 		"--info: --debug: --stderr: --list-only --bwlimit: --stop-after: --stop-at: --fsync -4 --ipv4 -6 "+
 		"--ipv6 --no-motd --no-inc-recursive --no-i-r --iconv: --checksum-choice: --cc: --no-perms --no-owner "+
@@ -353,10 +353,10 @@ const (
 	goBuildOpts = "-o: -v -x -n -a -race -msan -asan -cover -covermode: -coverpkg: -tags: -trimpath -mod: " +
 		"-buildvcs -work -p: -buildmode: -pgo: -json -linkshared -installsuffix:"
 	// cargoOpts are the flags shared by cargo build, check, test, clippy and tree (no --config, -Z,
-	// --manifest-path, --target-dir, -C).
+	// --manifest-path, --target-dir, -C, --target: a target given as a JSON file names its linker).
 	cargoOpts = "--release -r --all-targets --workspace --all --exclude: --lib --bins --bin: --tests --test: " +
 		"--examples --example: --benches --bench: -p: --package: -F: --features: --all-features " +
-		"--no-default-features -q --quiet -v --verbose --locked --offline --frozen -j: --jobs: --target: " +
+		"--no-default-features -q --quiet -v --verbose --locked --offline --frozen -j: --jobs: " +
 		"--message-format: --color: --timings:: --profile: --keep-going --future-incompat-report"
 	sumOpts = "-c --check -b --binary -t --text --tag --quiet --status --strict -w --warn -z --zero --ignore-missing"
 	cpOpts  = "-f --force -i --interactive -n --no-clobber -u --update:: -v --verbose -b --backup:: -S: " +
@@ -370,9 +370,9 @@ var runsProgram = map[string][]string{
 		"-O", "--config", "--template", "--tool", "--extcmd", "--exec-path", "--git-dir", "--work-tree", "--paginate",
 		"--edit", "--gpg-sign", "--strategy", "--rebase", "--separate-git-dir", "--recurse-submodules", "--show-signature"},
 	"tar":   {"--to-command", "--use-compress-program", "-I", "--checkpoint-action", "--info-script", "-F", "--new-volume-script", "--rsh-command", "--rmt-command", "--transform", "--absolute-names", "-P"},
-	"rsync": {"-e", "--rsh", "--rsync-path", "--daemon", "--config", "--write-batch", "--read-batch", "--only-write-batch", "-M", "--remote-option", "--log-file"},
+	"rsync": {"-e", "--rsh", "--rsync-path", "--copy-as", "--daemon", "--config", "--write-batch", "--read-batch", "--only-write-batch", "-M", "--remote-option", "--log-file"},
 	"go":    {"-toolexec", "-exec", "-vettool", "-ldflags", "-gcflags", "-asmflags", "-gccgoflags", "-overlay", "-modfile", "-C", "-compiler"},
-	"cargo": {"--config", "-Z", "--manifest-path", "-C"},
+	"cargo": {"--config", "-Z", "--manifest-path", "-C", "--target"},
 	"find":  {"-exec", "-execdir", "-ok", "-okdir", "-delete", "-fprint", "-fprint0", "-fprintf", "-fls"},
 	"rg":    {"--pre", "--pre-glob", "-z", "--search-zip"},
 	"sort":  {"--compress-program"},

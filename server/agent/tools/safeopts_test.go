@@ -69,6 +69,8 @@ func TestSafeOptionsMatcher(t *testing.T) {
 		{"git grep -O x", "git grep", false, "-O"},
 		{"git commit -e -m x", "git commit", false, "-e"},
 		{"git log --show-signature", "git log", false, "--show-signature"},
+		{"cargo build --target=./evil.json", "cargo build", false, "--target"},
+		{"rsync --copy-as=root a b", "rsync", false, "--copy-as"},
 		// an unknown option on a program without a table: operands only
 		{"cowsay hello", "cowsay", true, ""},
 		{"cowsay -f dragon hello", "cowsay", false, "operands only"},
@@ -114,6 +116,22 @@ func TestSafeOptionsMatcher(t *testing.T) {
 		}
 		assert.Empty(t, key, "always on %q stores nothing", c.line)
 		assert.Contains(t, why, c.why, c.line)
+	}
+}
+
+// TestNeverStoredRunners: programs that run what their operands or the project's files say
+// (schedulers, wrappers, build and test runners) store no entry, whatever their arguments.
+func TestNeverStoredRunners(t *testing.T) {
+	for _, line := range []string{"crontab cron.txt", "at now", "ninja", "pytest", "run-parts scripts", "socat - EXEC:sh",
+		"valgrind ./a", "hyperfine x", "ldd ./a", "tmux new sh", "just build", "gradle build", "docker compose up", "nix run",
+		"sh -c true", "python3", "env", "xargs", "make", "find", "npm run build"} {
+		key, why := ParseCommand(line).SafelistKey()
+		if line == "find" {
+			assert.Equal(t, "find", key, "find without an action is stored")
+			continue
+		}
+		assert.Empty(t, key, line)
+		assert.NotEmpty(t, why, line)
 	}
 }
 
