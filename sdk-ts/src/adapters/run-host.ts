@@ -93,7 +93,9 @@ export function createRunHostInternal(options: RunHostOptions): RunHostInternal 
   const seqs = new Map<string, number>()
   let closedError: Error | undefined
 
-  for (const [id, events] of Object.entries(options.transcripts ?? {})) streams.reset(id, { events: [...events], start: 0, exact: true })
+  // A local session's history is what it holds: every one starts loaded (its page has no more).
+  for (const sess of options.sessions ?? []) streams.reset(sess.id, { events: [...(options.transcripts?.[sess.id] ?? [])], start: 0, exact: true })
+  for (const [id, events] of Object.entries(options.transcripts ?? {})) if (!(options.sessions ?? []).some((x) => x.id === id)) streams.reset(id, { events: [...events], start: 0, exact: true })
 
   function signal(s: WireSignal) {
     const id = (s as { sessionId: string }).sessionId

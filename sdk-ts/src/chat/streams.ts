@@ -12,8 +12,13 @@ export interface FrameScheduler {
 
 /** Where a session's scrollback stands. */
 export interface SessionPage {
-  /** An older page can be loaded (loadEarlier). */
+  /**
+   * An older page can be loaded (loadEarlier). True while the store holds no page of the session
+   * (loaded false): its history is not known, and loadEarlier loads the newest page.
+   */
   readonly hasMore: boolean
+  /** The store holds a page of the session (reset, or a first loadEarlier answered). */
+  readonly loaded: boolean
   /** A loadEarlier request runs. */
   readonly loading: boolean
   /** How many transcript events come before the first loaded row. */
@@ -65,6 +70,8 @@ export type LoadEvents = (params: SessionsLoadEventsParams) => Promise<SessionsL
 
 /** What createSessionStreams can attach to: a ServerClient fits. */
 export interface StreamSource {
+  /** The latest ipc.hello answer: its signalEpoch names the epoch of the signals that follow. */
+  readonly hello?: { readonly signalEpoch: string } | undefined
   onSignal(handler: (signal: WireSignal) => void): () => void
   onResync(handler: (r: { sessionId: string; page: SessionsLoadEventsResult }) => void): () => void
   call(method: 'sessions.loadEvents', params: SessionsLoadEventsParams): Promise<SessionsLoadEventsResult>
@@ -84,9 +91,20 @@ export interface SessionStreamsOptions {
 
 /** The session stream store. */
 export interface SessionStreams {
-  /** Applies one signal (event, run:start, stream:progress, turn:end, run:end; others are ignored). */
+  /**
+   * Applies one signal (event, run:start, stream:progress, turn:end, run:end; others are ignored),
+   * once: a session signal whose $seq is not above the last one applied to that session in the
+   * same epoch is ignored, so an app that calls apply with a client's signals and also passes (or
+   * attaches) that client gets each signal once. The epoch is the attached client's
+   * hello.signalEpoch, or else the one of the session's last reset page; a new epoch, or a reset,
+   * starts the count again. Signals without $seq (stream:progress, locally made ones) always apply.
+   */
   apply(signal: WireSignal): void
-  /** Replaces a session's transcript with a loaded page (sessions.loadEvents). */
+  /**
+   * Replaces a session's transcript with a loaded page (sessions.loadEvents). A page with a
+   * watermark (signalEpoch, $seq) sets what was seen to it: signals up to that $seq are in the
+   * page and are not applied again. A page without one (built locally) forgets what was seen.
+   */
   reset(sessionId: string, page: TranscriptPage): void
   /** The session's transcript rows (the snapshot's events). */
   transcript(sessionId: string): readonly StreamEvent[]
@@ -96,7 +114,11 @@ export interface SessionStreams {
   subscribe(sessionId: string, listener: () => void): () => void
   /** How many listeners a session has (tests, diagnostics). */
   subscriberCount(sessionId: string): number
-  /** Loads the next older page; no request when there is none or one runs (its promise is returned). */
+  /**
+   * Loads the next older page; no request when there is none or one runs (its promise is
+   * returned). For a session the store holds no page of (page.loaded false) it loads the newest
+   * page, keeping the live rows that came after the page's watermark.
+   */
   loadEarlier(sessionId: string): Promise<void>
   /** Run-end compaction: flushes the reveal and closes open blocks; loaded pages and the cursor stay. */
   compact(sessionId: string): void
@@ -109,7 +131,8 @@ export interface SessionStreams {
 /** A change of a snapshot: a key present with undefined clears that field (runId, progress). */
 type SnapshotPatch = { [K in keyof SessionSnapshot]?: SessionSnapshot[K] | undefined }
 
-const EMPTY_PAGE: SessionPage = Object.freeze({ hasMore: false, loading: false, start: 0 })
+/** The page of a session the store holds no page of: its history is not known (C16). */
+const EMPTY_PAGE: SessionPage = Object.freeze({ hasMore: true, loaded: false, loading: false, start: 0 })
 const EMPTY_EVENTS: readonly StreamEvent[] = Object.freeze([])
 /** The snapshot of every session the store has not seen: the same reference on every call (C24). */
 export const EMPTY_SESSION: SessionSnapshot = Object.freeze({ events: EMPTY_EVENTS, running: false, status: 'idle', page: EMPTY_PAGE })
@@ -122,6 +145,10 @@ interface State {
   loading?: Promise<void> | undefined
   /** Counts resets, so a page that answers after a reset is dropped. */
   version: number
+  /** The last $seq applied and its epoch (undefined: nothing yet, or forgotten by a reset without a watermark). */
+  seen?: { epoch: string | undefined; seq: number } | undefined
+  /** While the first load of a never-loaded session runs: the events applied meanwhile, with their $seq. */
+  inFlight?: Array<{ seq: number | undefined; event: StreamEvent }> | undefined
 }
 
 declare const setTimeout: (fn: () => void, ms: number) => unknown
@@ -135,6 +162,11 @@ function defaultFrames(): FrameScheduler {
   return { request: (cb) => setTimeout(cb, 16), cancel: (h) => clearTimeout(h) }
 }
 
+/** The page state a loaded page gives. */
+function pageOf(page: TranscriptPage): SessionPage {
+  return Object.freeze(page.cursor !== undefined ? { hasMore: true, loaded: true, loading: false, start: page.start, cursor: page.cursor } : { hasMore: false, loaded: true, loading: false, start: page.start })
+}
+
 /** Creates the store. */
 export function createSessionStreams(options: SessionStreamsOptions = {}): SessionStreams {
   const states = new Map<string, State>()
@@ -146,6 +178,23 @@ export function createSessionStreams(options: SessionStreamsOptions = {}): Sessi
   let frame: unknown
   let disposed = false
   const detachers: Array<() => void> = []
+  const sources: StreamSource[] = []
+
+  /** The epoch of the signals arriving now: the first attached client's that has said hello. */
+  function clientEpoch(): string | undefined {
+    for (const c of sources) if (c.hello?.signalEpoch !== undefined) return c.hello.signalEpoch
+    return undefined
+  }
+
+  /** Whether a session signal was applied already (same epoch, $seq not above the last); records it if not. */
+  function repeated(s: State, signal: WireSignal): boolean {
+    const seq = (signal as { $seq?: unknown }).$seq
+    if (typeof seq !== 'number') return false
+    const epoch = clientEpoch() ?? s.seen?.epoch
+    if (s.seen !== undefined && s.seen.epoch === epoch && seq <= s.seen.seq) return true
+    s.seen = { epoch, seq }
+    return false
+  }
 
   function state(id: string): State {
     let s = states.get(id)
@@ -255,9 +304,13 @@ export function createSessionStreams(options: SessionStreamsOptions = {}): Sessi
       if (disposed) return
       const id = (signal as { sessionId?: unknown }).sessionId
       if (typeof id !== 'string') return
+      if (signal.kind !== 'event' && signal.kind !== 'run:start' && signal.kind !== 'turn:end' && signal.kind !== 'run:end') {
+        if (signal.kind !== 'stream:progress') return
+      } else if (repeated(state(id), signal)) return
       switch (signal.kind) {
         case 'event': {
           const s = state(id)
+          s.inFlight?.push({ seq: (signal as { $seq?: number }).$seq, event: signal.event })
           applyEvent(id, s, signal.event)
           return
         }
@@ -298,9 +351,10 @@ export function createSessionStreams(options: SessionStreamsOptions = {}): Sessi
       flushReveal(sessionId, s)
       s.version++
       s.loading = undefined
+      s.inFlight = undefined
       s.rows = Object.freeze(page.events.slice())
-      const p: SessionPage = page.cursor !== undefined ? { hasMore: true, loading: false, start: page.start, cursor: page.cursor } : { hasMore: false, loading: false, start: page.start }
-      publish(sessionId, s, { page: Object.freeze(p) })
+      s.seen = typeof page.$seq === 'number' ? { epoch: page.signalEpoch ?? clientEpoch(), seq: page.$seq } : undefined
+      publish(sessionId, s, { page: pageOf(page) })
     },
     transcript(sessionId) {
       return streams.getSnapshot(sessionId).events
@@ -344,17 +398,29 @@ export function createSessionStreams(options: SessionStreamsOptions = {}): Sessi
       publish(sessionId, s, { page: Object.freeze({ ...page, loading: true }) })
       const params: SessionsLoadEventsParams = { sessionId, limit: pageSize }
       if (page.cursor !== undefined) params.before = page.cursor
+      const first = !page.loaded
+      if (first) s.inFlight = []
       const p = loader(params).then(
         (res) => {
           if (disposed || s.version !== version) return
           s.loading = undefined
-          s.rows = Object.freeze([...res.events, ...s.rows])
-          const next: SessionPage = res.cursor !== undefined ? { hasMore: true, loading: false, start: res.start, cursor: res.cursor } : { hasMore: false, loading: false, start: res.start }
-          publish(sessionId, s, { page: Object.freeze(next) })
+          if (first) {
+            // The newest page holds every row applied before the request; of those applied
+            // meanwhile, keep the ones after its watermark (all of them when it has none).
+            const mark = typeof res.$seq === 'number' && (res.signalEpoch === undefined || res.signalEpoch === (clientEpoch() ?? s.seen?.epoch)) ? res.$seq : undefined
+            let rows: readonly StreamEvent[] = Object.freeze(res.events.slice())
+            for (const x of s.inFlight ?? []) if (mark === undefined || x.seq === undefined || x.seq > mark) rows = applyLiveEvent(rows, x.event)
+            s.inFlight = undefined
+            flushReveal(sessionId, s)
+            s.rows = rows
+            if (mark !== undefined && (s.seen === undefined || s.seen.seq < mark)) s.seen = { epoch: res.signalEpoch ?? clientEpoch() ?? s.seen?.epoch, seq: mark }
+          } else s.rows = Object.freeze([...res.events, ...s.rows])
+          publish(sessionId, s, { page: pageOf(res) })
         },
         (err: unknown) => {
           if (disposed || s.version !== version) return
           s.loading = undefined
+          s.inFlight = undefined
           publish(sessionId, s, { page: Object.freeze({ ...page, loading: false, error: err instanceof Error ? err.message : String(err) }) })
           throw err
         },
@@ -370,11 +436,14 @@ export function createSessionStreams(options: SessionStreamsOptions = {}): Sessi
     },
     attach(client) {
       if (!loader) loader = (p) => client.call('sessions.loadEvents', p)
+      sources.push(client)
       const a = client.onSignal((sig) => streams.apply(sig))
       const b = client.onResync((r) => streams.reset(r.sessionId, r.page))
       const detach = () => {
         a()
         b()
+        const i = sources.indexOf(client)
+        if (i >= 0) sources.splice(i, 1)
       }
       detachers.push(detach)
       return detach
