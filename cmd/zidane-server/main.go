@@ -478,8 +478,11 @@ func dataDirInUse(dataDir string) error {
 }
 
 // writeDaemonFile mints a chat token for local clients and writes <data-dir>/daemon.json (mode
-// 0600). A stale file's token (a server that did not stop cleanly) is revoked first. The returned
-// func removes the file if it is still this server's and revokes this server's token.
+// 0600). A stale file's token (a server that did not stop cleanly, or whose stop could not revoke
+// it) is revoked first; when that revoke fails (not because the token is gone) the stale file stays
+// and no new one is written, so no plaintext token is left untracked. The returned func revokes
+// this server's token and then removes the file if it is still this server's; when the revoke fails
+// (the database is down) the file stays for the next start to revoke (issue 22 item 4, T12).
 func writeDaemonFile(ctx context.Context, st *store.Store, dataDir, scheme, addr, socket, epoch string, external bool, log *slog.Logger) (func(), error) {
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return nil, err
@@ -488,9 +491,13 @@ func writeDaemonFile(ctx context.Context, st *store.Store, dataDir, scheme, addr
 	if b, err := os.ReadFile(path); err == nil {
 		var old client.DaemonFile
 		if json.Unmarshal(b, &old) == nil && old.Token != "" {
-			if t, err := st.RevokeTokenSecret(ctx, old.Token, "operator"); err == nil {
+			t, err := st.RevokeTokenSecret(ctx, old.Token, "operator")
+			switch {
+			case err == nil:
 				log.Info("revoked the token of a stale daemon.json", "token", t.Name)
-			} else if old.ExternalDatabase != external {
+			case !errors.Is(err, store.ErrNotFound):
+				return nil, fmt.Errorf("the stale %s holds a token that could not be revoked (%w); it stays for the next start to revoke", path, err)
+			case old.ExternalDatabase != external:
 				// The stale server used another database; its token lives there.
 				log.Warn("the stale daemon.json's local token is in the database its server used, not this one: revoke it there (zidane-server token list / token revoke with that server's --database-url, or without one on this data dir)",
 					"startedAt", time.UnixMilli(old.StartedAt).UTC().Format(time.RFC3339), "pid", old.PID)
@@ -525,13 +532,15 @@ func writeDaemonFile(ctx context.Context, st *store.Store, dataDir, scheme, addr
 		return nil, err
 	}
 	return func() {
-		if cur, err := client.ReadDaemonFile(dataDir); err == nil && cur.PID == os.Getpid() {
-			os.Remove(path)
-		}
 		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		if _, err := st.RevokeToken(cctx, name); err != nil {
-			log.Warn("revoke the local token", "err", err)
+		if _, err := st.RevokeTokenSecret(cctx, plain, "operator"); err != nil && !errors.Is(err, store.ErrNotFound) {
+			log.Warn("the local token could not be revoked; daemon.json stays, and the next start on this data dir revokes it",
+				"token", name, "file", path, "err", err)
+			return
+		}
+		if cur, err := client.ReadDaemonFile(dataDir); err == nil && cur.PID == os.Getpid() {
+			os.Remove(path)
 		}
 	}, nil
 }

@@ -15,23 +15,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/zidane-server/zidane/server/store"
+	"github.com/zidane-server/zidane/server/store/storetest"
 )
-
-// shortTempDir returns a new short temp dir (unix socket paths are limited)
-// that an unprivileged user may traverse, removed at cleanup.
-func shortTempDir(t *testing.T) string {
-	t.Helper()
-	d, err := os.MkdirTemp("", "ztm-")
-	require.NoError(t, err)
-	require.NoError(t, os.Chmod(d, 0o711))
-	t.Cleanup(func() { _ = os.RemoveAll(d) })
-	return d
-}
 
 func TestManagedStartStopRestartKeepsData(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	dir := filepath.Join(shortTempDir(t), "data")
+	dir := filepath.Join(storetest.ShortTempDir(t), "data")
 
 	m, err := store.StartManaged(ctx, dir, quiet)
 	require.NoError(t, err)
@@ -107,7 +97,7 @@ func TestManagedMissingBinaries(t *testing.T) {
 	defer store.SetPGBinGlob(filepath.Join(t.TempDir(), "nonexistent", "*", "bin"))()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_, err := store.StartManaged(ctx, shortTempDir(t), quiet)
+	_, err := store.StartManaged(ctx, storetest.ShortTempDir(t), quiet)
 	require.ErrorIs(t, err, store.ErrPostgresNotFound)
 	assert.Contains(t, err.Error(), "not found")
 	assert.Contains(t, err.Error(), "apt-get install postgresql")
@@ -116,7 +106,7 @@ func TestManagedMissingBinaries(t *testing.T) {
 
 func TestManagedSocketPathTooLong(t *testing.T) {
 	t.Parallel()
-	dir := filepath.Join(shortTempDir(t), strings.Repeat("d", 100))
+	dir := filepath.Join(storetest.ShortTempDir(t), strings.Repeat("d", 100))
 	_, err := store.StartManaged(context.Background(), dir, quiet)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "too long")
@@ -147,7 +137,7 @@ func TestManagedRootBlockedParent(t *testing.T) {
 func TestHealthSeesSmartShutdown(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	dir := filepath.Join(shortTempDir(t), "data")
+	dir := filepath.Join(storetest.ShortTempDir(t), "data")
 	m, err := store.StartManaged(ctx, dir, quiet)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = m.Stop() })
@@ -170,17 +160,6 @@ func TestHealthSeesSmartShutdown(t *testing.T) {
 	s.Close() // lets the smart shutdown finish
 }
 
-// postmasterPid reads the first line of the cluster's postmaster.pid.
-func postmasterPid(t *testing.T, dir string) int {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(dir, "postgres", "postmaster.pid"))
-	require.NoError(t, err)
-	first, _, _ := strings.Cut(string(b), "\n")
-	pid, err := strconv.Atoi(strings.TrimSpace(first))
-	require.NoError(t, err)
-	return pid
-}
-
 // TestFieldCase_B32_ManagedStopFollowsPostmasterPid (issue 7 item 3): after the cluster was
 // restarted outside the Managed (pg_ctl restart, as an operator would), the postmaster is no
 // longer the process the Managed started; Stop must stop the one postmaster.pid names, not the
@@ -188,11 +167,11 @@ func postmasterPid(t *testing.T, dir string) int {
 func TestFieldCase_B32_ManagedStopFollowsPostmasterPid(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	dir := filepath.Join(shortTempDir(t), "data")
+	dir := filepath.Join(storetest.ShortTempDir(t), "data")
 	m, err := store.StartManaged(ctx, dir, quiet)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = m.Stop() })
-	started := postmasterPid(t, dir)
+	started := storetest.PostmasterPID(t, filepath.Join(dir, "postgres"))
 
 	out, err := os.Create(filepath.Join(t.TempDir(), "pg_ctl.out"))
 	require.NoError(t, err)
@@ -204,7 +183,7 @@ func TestFieldCase_B32_ManagedStopFollowsPostmasterPid(t *testing.T) {
 		b, _ := os.ReadFile(out.Name())
 		t.Fatalf("pg_ctl restart: %v\n%s", err, b)
 	}
-	pid := postmasterPid(t, dir)
+	pid := storetest.PostmasterPID(t, filepath.Join(dir, "postgres"))
 	require.NotEqual(t, started, pid, "pg_ctl started another postmaster")
 	t.Cleanup(func() { // never leave it running, whatever Stop did
 		if !store.ProcessGone(pid) {

@@ -14,6 +14,9 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -169,4 +172,36 @@ func redact(u string) string {
 		return p.String()
 	}
 	return u
+}
+
+// ShortTempDir returns a new temp dir with a short path (a managed Postgres's unix socket path is
+// limited to about 100 bytes) that the unprivileged user PostgreSQL runs as under root may
+// traverse (mode 0711), removed when t finishes.
+func ShortTempDir(t testing.TB) string {
+	t.Helper()
+	d, err := os.MkdirTemp("", "ztm-")
+	if err != nil {
+		t.Fatalf("storetest: %v", err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(d) })
+	if err := os.Chmod(d, 0o711); err != nil {
+		t.Fatalf("storetest: %v", err)
+	}
+	return d
+}
+
+// PostmasterPID returns the pid on the first line of <clusterDir>/postmaster.pid (the cluster's
+// postmaster while it runs), failing t when there is none.
+func PostmasterPID(t testing.TB, clusterDir string) int {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(clusterDir, "postmaster.pid"))
+	if err != nil {
+		t.Fatalf("storetest: %v", err)
+	}
+	first, _, _ := strings.Cut(string(b), "\n")
+	pid, err := strconv.Atoi(strings.TrimSpace(first))
+	if err != nil {
+		t.Fatalf("storetest: postmaster.pid of %s: %v", clusterDir, err)
+	}
+	return pid
 }
