@@ -70,6 +70,7 @@ func main() {
 type dbFlags struct {
 	dataDir     string
 	databaseURL string
+	managed     *store.Managed // the managed Postgres openFor started, if it did
 }
 
 func (f *dbFlags) add(cmd *cobra.Command) {
@@ -167,6 +168,7 @@ func (f *dbFlags) openFor(ctx context.Context, log *slog.Logger, server bool) (*
 		m.Stop()
 		return nil, nil, err
 	}
+	f.managed = m
 	return st, func() { st.Close(); m.Stop() }, nil
 }
 
@@ -240,6 +242,7 @@ func startCmd() *cobra.Command {
 	var limitFlags agent.Limits
 	var approvalTimeout time.Duration
 	var allowHomeRoot bool
+	var pgSupervise store.SuperviseOptions
 	cmd := &cobra.Command{
 		Use:   "start",
 		Short: "Start the server (on a managed local Postgres unless --database-url or DATABASE_URL is set)",
@@ -322,6 +325,10 @@ func startCmd() *cobra.Command {
 			}
 			defer closeDB()
 			db.markExternal(log)
+			pgGaveUp := make(chan error, 1)
+			if db.managed != nil { // issue 22 item 3: restart it when it exits, or exit non-zero
+				go func() { pgGaveUp <- db.managed.Supervise(ctx, pgSupervise) }()
+			}
 			self, cli := binaries()
 			cfg := server.Config{WorkspaceRoots: roots, AllowedOrigins: origins, AllowedHosts: allowedHosts, TokenRecheck: tokenRecheck, DataDir: db.dataDir, StepDelay: stepDelay, Logger: log, Limits: limits, Binary: absBinary(self),
 				AllowClone: allowClone, CloneSchemes: cloneSchemes, ProjectTerminals: projectTerminals, AllowCreateFolders: allowCreateFolders,
@@ -400,11 +407,16 @@ func startCmd() *cobra.Command {
 			fmt.Printf("chat locally:  %s -c \"Say hello.\"   (reads %s)\n", local, filepath.Join(db.dataDir, client.DaemonFileName))
 			fmt.Printf("mint a token:  %s token create --name cli --scope chat %s\n", self, where)
 			fmt.Printf("then chat:     ZIDANE_URL=%s://%s ZIDANE_TOKEN=<token> %s -c \"Say hello.\"\n", scheme, addr, cli)
+			var failed error
 			select {
 			case <-ctx.Done():
 			case err := <-errc:
 				if !errors.Is(err, http.ErrServerClosed) {
 					return err
+				}
+			case failed = <-pgGaveUp: // nil when ctx ended
+				if failed != nil {
+					log.Error("the managed Postgres could not be restarted; shutting down so a supervisor sees it", "err", failed)
 				}
 			}
 			log.Info("shutting down")
@@ -413,7 +425,7 @@ func startCmd() *cobra.Command {
 			go hs.Shutdown(sctx) // stop accepting; hijacked WebSockets are the server's to close
 			srv.Shutdown(sctx)
 			log.Info("stopped")
-			return nil
+			return failed
 		},
 	}
 	db.add(cmd)
@@ -436,6 +448,8 @@ func startCmd() *cobra.Command {
 	cmd.Flags().BoolVar(&allowClone, "allow-clone", false, "let chat tokens clone repositories into the workspace roots (git.clone)")
 	cmd.Flags().StringArrayVar(&cloneSchemes, "clone-scheme", nil, "URL scheme git.clone and git.sync accept (repeatable; default https and ssh; local paths inside the roots always)")
 	cmd.Flags().BoolVar(&projectTerminals, "project-terminals", false, "let admin tokens run terminals in the workspace roots (see docs/security.md)")
+	cmd.Flags().IntVar(&pgSupervise.MaxRestarts, "managed-postgres-restarts", store.DefaultMaxRestarts, "restarts of the managed Postgres in a row that may fail before the server exits with status 1 (see docs/security.md)")
+	cmd.Flags().DurationVar(&pgSupervise.Backoff, "managed-postgres-backoff", store.DefaultRestartBackoff, "wait before restarting the managed Postgres after it exited; doubles per restart up to 30s")
 	cmd.Flags().DurationVar(&approvalTimeout, "approval-timeout", 30*time.Minute, "how long a tool approval request waits for an answer before it expires as a denial")
 	cmd.Flags().StringVar(&sbDefault, "sandbox", string(sandbox.WorkspaceWrite), "default sandbox policy of the agent's commands: workspace-write, workspace-write+network, read-only, or off (needs --sandbox-allow-off); an admin token changes it per session (sessions.setSandbox)")
 	cmd.Flags().BoolVar(&sb.AllowOff, "sandbox-allow-off", false, "allow the off policy (commands run without a sandbox, with the server's user's rights) as default or per session")

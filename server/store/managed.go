@@ -47,13 +47,37 @@ type Managed struct {
 	dataDir, clusterDir, runDir string
 	log                         *slog.Logger
 	bins                        pgBins
-	as                          *runAs    // the unprivileged user postgres runs as (root only), else nil
-	cmd                         *exec.Cmd // the postmaster we started; Stop stops the one postmaster.pid names
+	as                          *runAs // the unprivileged user postgres runs as (root only), else nil
 	logFile                     *os.File
-	done                        chan struct{} // closed when postgres has exited
-	waitErr                     error         // valid after done
 	stopOnce                    sync.Once
 	stopErr                     error
+
+	mu       sync.Mutex
+	cur      *child        // the postmaster we started last; Stop stops the one postmaster.pid names
+	stopping bool          // Stop was called: Supervise starts nothing more
+	stopCh   chan struct{} // closed by Stop
+	// adopted is a live postmaster of the cluster this Managed did not start (pg_ctl) that
+	// Supervise watches since adoptedAt; 0 when none.
+	adopted   int
+	adoptedAt time.Time
+}
+
+// child is one postmaster process this Managed started.
+type child struct {
+	cmd     *exec.Cmd
+	started time.Time
+	done    chan struct{} // closed when it has exited (and was reaped)
+	err     error         // cmd.Wait's result, valid after done
+}
+
+// exited reports whether the child has exited (and was reaped).
+func (c *child) exited() bool {
+	select {
+	case <-c.done:
+		return true
+	default:
+		return false
+	}
 }
 
 // pgBins are the PostgreSQL executables used by StartManaged.
@@ -249,7 +273,7 @@ func startManaged(ctx context.Context, dataDir string, log *slog.Logger) (*Manag
 		runDir:     filepath.Join(dataDir, "run"),
 		log:        log,
 		bins:       bins,
-		done:       make(chan struct{}),
+		stopCh:     make(chan struct{}),
 	}
 	if sock := filepath.Join(m.runDir, socketName); len(sock) >= maxSocketPath {
 		return nil, fmt.Errorf("unix socket path %s is %d bytes, too long (limit %d); use a shorter data directory",
@@ -304,41 +328,20 @@ func startManaged(ctx context.Context, dataDir string, log *slog.Logger) (*Manag
 		return nil, err
 	}
 
-	logPath := filepath.Join(dataDir, "postgres.log")
+	logPath := m.LogPath()
 	if m.logFile, err = os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600); err != nil {
 		return nil, err
 	}
 	logStart, _ := m.logFile.Seek(0, 2)
-	cmd := exec.Command(bins.postgres, "-D", m.clusterDir, "-k", m.runDir,
-		"-c", "listen_addresses=", "-c", "unix_socket_permissions=0700")
-	m.prepare(cmd, as)
-	cmd.Stdout, cmd.Stderr = m.logFile, m.logFile
-	cmd.SysProcAttr.Setpgid = true             // our terminal's ^C is handled by Stop, not postgres
-	cmd.SysProcAttr.Pdeathsig = syscall.SIGINT // fast shutdown if we die
-	m.cmd = cmd
-
-	started := make(chan error, 1)
-	go func() {
-		// Pdeathsig fires when the starting thread exits: keep this goroutine
-		// (and its locked thread) alive for postgres' lifetime.
-		runtime.LockOSThread()
-		if err := cmd.Start(); err != nil {
-			started <- err
-			m.waitErr = err
-			close(m.done)
-			return
-		}
-		started <- nil
-		m.waitErr = cmd.Wait()
-		close(m.done)
-	}()
-	if err := <-started; err != nil {
+	c, err := m.launch()
+	if err != nil {
 		m.logFile.Close()
-		return nil, fmt.Errorf("start %s: %w", bins.postgres, err)
+		return nil, err
 	}
-	log.Info("managed postgres: starting", "pid", cmd.Process.Pid, "cluster", m.clusterDir, "socket_dir", m.runDir, "log", logPath)
+	m.cur = c
+	log.Info("managed postgres: starting", "pid", c.cmd.Process.Pid, "cluster", m.clusterDir, "socket_dir", m.runDir, "log", logPath)
 
-	if err := m.waitReady(ctx); err != nil {
+	if err := m.waitReady(ctx, c); err != nil {
 		_ = m.Stop()
 		return nil, fmt.Errorf("%w\n%s: %s", err, logPath, m.logTail(logStart))
 	}
@@ -348,6 +351,40 @@ func startManaged(ctx context.Context, dataDir string, log *slog.Logger) (*Manag
 	}
 	log.Info("managed postgres: ready", "url", m.URL())
 	return m, nil
+}
+
+// LogPath is the file the managed postgres writes its log to: <dataDir>/postgres.log.
+func (m *Managed) LogPath() string { return filepath.Join(m.dataDir, "postgres.log") }
+
+// launch starts a postmaster on the cluster, its output appended to the log file; it does not
+// wait for it to accept connections.
+func (m *Managed) launch() (*child, error) {
+	cmd := exec.Command(m.bins.postgres, "-D", m.clusterDir, "-k", m.runDir,
+		"-c", "listen_addresses=", "-c", "unix_socket_permissions=0700")
+	m.prepare(cmd, m.as)
+	cmd.Stdout, cmd.Stderr = m.logFile, m.logFile
+	cmd.SysProcAttr.Setpgid = true             // our terminal's ^C is handled by Stop, not postgres
+	cmd.SysProcAttr.Pdeathsig = syscall.SIGINT // fast shutdown if we die
+	c := &child{cmd: cmd, started: time.Now(), done: make(chan struct{})}
+	started := make(chan error, 1)
+	go func() {
+		// Pdeathsig fires when the starting thread exits: keep this goroutine
+		// (and its locked thread) alive for postgres' lifetime.
+		runtime.LockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			c.err = err
+			close(c.done)
+			return
+		}
+		started <- nil
+		c.err = cmd.Wait()
+		close(c.done)
+	}()
+	if err := <-started; err != nil {
+		return nil, fmt.Errorf("start %s: %w", m.bins.postgres, err)
+	}
+	return c, nil
 }
 
 // prepare sets the working directory, environment and (as root) credentials.
@@ -360,8 +397,9 @@ func (m *Managed) prepare(cmd *exec.Cmd, as *runAs) {
 	}
 }
 
-// checkNotRunning fails if postmaster.pid names a live postgres process and
-// removes it (and stale socket lock files) otherwise.
+// checkNotRunning fails if postmaster.pid names a live postgres process (not a zombie: a killed
+// postmaster whose parent has not reaped it yet) and removes it (and stale socket lock files)
+// otherwise.
 func (m *Managed) checkNotRunning() error {
 	pidFile := filepath.Join(m.clusterDir, "postmaster.pid")
 	b, err := os.ReadFile(pidFile)
@@ -372,7 +410,7 @@ func (m *Managed) checkNotRunning() error {
 		return err
 	}
 	first, _, _ := strings.Cut(string(b), "\n")
-	if pid, err := strconv.Atoi(strings.TrimSpace(first)); err == nil && pid > 0 && processIsPostgres(pid) {
+	if pid, err := strconv.Atoi(strings.TrimSpace(first)); err == nil && pid > 0 && processIsPostgres(pid) && !processGone(pid) {
 		return fmt.Errorf("the PostgreSQL cluster in %s is already running (pid %d, see %s); "+
 			"is another zidane-server using data directory %s?", m.clusterDir, pid, pidFile, m.dataDir)
 	}
@@ -405,22 +443,22 @@ func (m *Managed) urlFor(db string) string {
 	return u.String()
 }
 
-// waitReady polls until the server accepts connections, exits, or
+// waitReady polls until the server accepts connections, c exits, or
 // readyTimeout passes.
-func (m *Managed) waitReady(ctx context.Context) error {
+func (m *Managed) waitReady(ctx context.Context, c *child) error {
 	deadline := time.Now().Add(readyTimeout)
 	var last error
 	for {
 		select {
-		case <-m.done:
-			return fmt.Errorf("postgres exited during startup: %v", m.waitErr)
+		case <-c.done:
+			return fmt.Errorf("postgres exited during startup: %v", exitStatus(c.err))
 		default:
 		}
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		c, err := pgx.Connect(cctx, m.adminURL())
+		pc, err := pgx.Connect(cctx, m.adminURL())
 		if err == nil {
-			err = c.Ping(cctx)
-			c.Close(cctx)
+			err = pc.Ping(cctx)
+			pc.Close(cctx)
 		}
 		cancel()
 		if err == nil {
@@ -437,7 +475,7 @@ func (m *Managed) waitReady(ctx context.Context) error {
 		case <-time.After(50 * time.Millisecond):
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-m.done:
+		case <-c.done:
 		}
 	}
 }
@@ -495,17 +533,24 @@ func (m *Managed) URL() string { return m.urlFor(managedDB) }
 // cluster (a postmaster chdirs there), so a stale file never signals an unrelated process. Safe to
 // call repeatedly; later calls return the first result. Errors: the postmaster did not exit,
 // or our child exited abnormally.
+//
+// Stop ends Supervise: nothing is restarted after it.
 func (m *Managed) Stop() error {
 	m.stopOnce.Do(func() {
+		m.mu.Lock()
+		m.stopping = true
+		c := m.cur
+		close(m.stopCh)
+		m.mu.Unlock()
 		defer m.logFile.Close()
-		m.stopErr = m.stop()
+		m.stopErr = m.stop(c)
 	})
 	return m.stopErr
 }
 
-func (m *Managed) stop() error {
-	child := m.cmd.Process
-	ownChild := !m.exited() // not reaped yet, so its pid is still ours to signal
+func (m *Managed) stop(c *child) error {
+	child := c.cmd.Process
+	ownChild := !c.exited() // not reaped yet, so its pid is still ours to signal
 	pm := m.postmasterPID()
 	var others []int // processes that are not our running child: polled, not waited for
 	if pm > 0 && (pm != child.Pid || !ownChild) {
@@ -516,7 +561,7 @@ func (m *Managed) stop() error {
 		pids = append(pids, child.Pid)
 	}
 	gone := func() bool {
-		if ownChild && !m.exited() {
+		if ownChild && !c.exited() {
 			return false
 		}
 		for _, pid := range others {
@@ -530,18 +575,18 @@ func (m *Managed) stop() error {
 		for _, pid := range others {
 			_ = syscall.Kill(pid, sig)
 		}
-		if ownChild && !m.exited() {
+		if ownChild && !c.exited() {
 			_ = child.Signal(sig)
 		}
 	}
 	signal(syscall.SIGINT)
-	stopped := m.waitGone(gone, stopTimeout)
+	stopped := waitGone(c, gone, stopTimeout)
 	if !stopped {
 		m.log.Warn("managed postgres: fast shutdown timed out; sending SIGQUIT", "pids", pids)
 		signal(syscall.SIGQUIT)
-		if stopped = m.waitGone(gone, 10*time.Second); !stopped {
+		if stopped = waitGone(c, gone, 10*time.Second); !stopped {
 			signal(syscall.SIGKILL)
-			stopped = m.waitGone(gone, 10*time.Second)
+			stopped = waitGone(c, gone, 10*time.Second)
 		}
 	}
 	var err error
@@ -549,8 +594,8 @@ func (m *Managed) stop() error {
 	switch {
 	case !stopped:
 		err = fmt.Errorf("managed postgres: the postmaster (pids %v) did not exit after SIGKILL", pids)
-	case m.waitErr != nil && !errors.As(m.waitErr, &ee):
-		err = m.waitErr
+	case c.err != nil && !errors.As(c.err, &ee):
+		err = c.err
 	case ee != nil && !ee.Success():
 		err = fmt.Errorf("managed postgres: exited with %v", ee)
 	}
@@ -558,25 +603,17 @@ func (m *Managed) stop() error {
 	return err
 }
 
-// exited reports whether our child has exited (and was reaped).
-func (m *Managed) exited() bool {
-	select {
-	case <-m.done:
-		return true
-	default:
-		return false
-	}
-}
-
-// waitGone polls gone every 20 ms (and wakes when our child exits) until it holds or d passes.
-func (m *Managed) waitGone(gone func() bool, d time.Duration) bool {
+// waitGone polls gone every 20 ms (and wakes when child c exits) until it holds or d passes.
+func waitGone(c *child, gone func() bool, d time.Duration) bool {
 	deadline := time.Now().Add(d)
+	done := c.done
 	for !gone() {
 		if time.Now().After(deadline) {
 			return false
 		}
 		select {
-		case <-m.done:
+		case <-done:
+			done = nil // once closed it is ready for ever: poll from now on
 		case <-time.After(20 * time.Millisecond):
 		}
 	}

@@ -163,22 +163,30 @@ func (s *Store) Ping(ctx context.Context) error {
 }
 
 // healthProbeEvery bounds how often Health opens a fresh connection: an unauthenticated
-// /healthz polled in a loop costs at most one new database connection per interval.
-const healthProbeEvery = 2 * time.Second
+// /healthz polled in a loop costs at most one new database connection per interval. A failed
+// probe is trusted for healthProbeRetry only, so a database that is back shows ok at once.
+const (
+	healthProbeEvery = 2 * time.Second
+	healthProbeRetry = 200 * time.Millisecond
+)
 
 // Health reports whether the database serves this store and would serve a new connection.
 // Ping alone is not enough: a PostgreSQL in smart shutdown keeps serving the pool's open
 // connections but refuses new ones, so the server would look healthy until its pool turns over.
 // Health pings a pooled connection and, at most every healthProbeEvery, also opens (and closes)
-// a fresh one; between probes it answers the last probe's outcome. Errors: ErrUnavailable,
-// ErrBusy.
+// a fresh one (every healthProbeRetry while the last one failed); between probes it answers the
+// last probe's outcome. Errors: ErrUnavailable, ErrBusy.
 func (s *Store) Health(ctx context.Context) error {
 	if err := s.Ping(ctx); err != nil {
 		return err
 	}
 	s.probeMu.Lock()
 	defer s.probeMu.Unlock()
-	if !s.probeAt.IsZero() && time.Since(s.probeAt) < healthProbeEvery {
+	every := healthProbeEvery
+	if s.probeErr != nil {
+		every = healthProbeRetry
+	}
+	if !s.probeAt.IsZero() && time.Since(s.probeAt) < every {
 		return s.probeErr
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)

@@ -226,13 +226,30 @@ func (s *Store) RevokedAmong(ctx context.Context, ids []string) ([]string, error
 //
 // onListen, when set, runs after every (re)LISTEN: NOTIFY is fire-and-forget, so a caller re-reads
 // there what it may have missed while the listener was down (field case B32).
+//
+// While the database is away the warning "token revocation listener stopped; retrying" is logged
+// at once and then at most every ListenWarnEvery (with the failed attempts since the last line;
+// each attempt is a debug line), and one info line says when it listens again (field case T13).
 func (s *Store) ListenTokenRevocations(ctx context.Context, retry time.Duration, fn func(tokenID string), onListen func()) {
+	var lim warnLimit
+	listening := func() {
+		if n, since, ok := lim.ok(); ok {
+			s.log.Info("store: token revocation listener listens again", "failed_attempts", n, "down", time.Since(since).Round(time.Second))
+		}
+		if onListen != nil {
+			go onListen()
+		}
+	}
 	for ctx.Err() == nil {
-		err := s.listenOnce(ctx, fn, onListen)
+		err := s.listenOnce(ctx, fn, listening)
 		if ctx.Err() != nil {
 			return
 		}
-		s.log.Warn("store: token revocation listener stopped; retrying", "err", err)
+		if n, warn := lim.fail(time.Now()); warn {
+			s.log.Warn("store: token revocation listener stopped; retrying", "every", retry, "failed_attempts", n, "err", err)
+		} else {
+			s.log.Debug("store: token revocation listener: retry failed", "err", err)
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -241,7 +258,45 @@ func (s *Store) ListenTokenRevocations(ctx context.Context, retry time.Duration,
 	}
 }
 
-func (s *Store) listenOnce(ctx context.Context, fn func(string), onListen func()) error {
+// ListenWarnEvery is the least time between two warnings of the token revocation listener while
+// it cannot listen.
+const ListenWarnEvery = time.Minute
+
+// warnLimit rate-limits a recurring warning: the first failure warns at once, later ones at most
+// every ListenWarnEvery (a listener that reconnects and drops again counts as still failing).
+type warnLimit struct {
+	lastWarn time.Time // of the last warning; zero before the first
+	held     int       // failures since the last warning
+	outage   int       // failures since the last success
+	failing  bool      // a warning was logged and ok has not been called since
+	since    time.Time // when the outage that warned began
+}
+
+// fail records a failure at now; warn says whether to log it, with n the failures it stands for
+// (itself and those held back since the last warning).
+func (l *warnLimit) fail(now time.Time) (n int, warn bool) {
+	if l.outage == 0 {
+		l.since = now
+	}
+	l.held++
+	l.outage++
+	if !l.lastWarn.IsZero() && now.Sub(l.lastWarn) < ListenWarnEvery {
+		return 0, false
+	}
+	l.failing = true
+	n, l.held, l.lastWarn = l.held, 0, now
+	return n, true
+}
+
+// ok records a success; when a warning was logged since the last success it returns the failures
+// of that outage and when it began, with ok true.
+func (l *warnLimit) ok() (n int, since time.Time, ok bool) {
+	n, since, ok = l.outage, l.since, l.failing
+	l.failing, l.outage = false, 0
+	return n, since, ok
+}
+
+func (s *Store) listenOnce(ctx context.Context, fn func(string), listening func()) error {
 	c, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return err
@@ -250,9 +305,7 @@ func (s *Store) listenOnce(ctx context.Context, fn func(string), onListen func()
 	if _, err := c.Exec(ctx, "LISTEN "+revokeChannel); err != nil {
 		return err
 	}
-	if onListen != nil {
-		go onListen()
-	}
+	listening()
 	for {
 		n, err := c.Conn().WaitForNotification(ctx)
 		if err != nil {
