@@ -127,7 +127,7 @@ func TestFieldCase_T03_HiddenPathsHiddenFromEveryWayIn(t *testing.T) {
 	// Step 2: --data-dir $WS/.zidane is refused at start, naming both and the flag.
 	out := startRefused(t, nil, "--data-dir", filepath.Join(ws, ".zidane"), "--workspace-root", ws)
 	assert.Contains(t, out, "workspace root "+ws+" holds the data dir "+filepath.Join(ws, ".zidane"))
-	assert.Contains(t, out, "pass --data-dir a folder outside the workspace roots")
+	assert.Contains(t, out, "pass --data-dir DIR with a folder outside the workspace roots")
 	assert.NoDirExists(t, filepath.Join(ws, ".zidane", "postgres"), "refused before anything is made there")
 
 	// Step 3: the user's home as the root (the default of `cd ~ && zidane-server start`).
@@ -180,8 +180,9 @@ func TestFieldCase_T03_HiddenPathsHiddenFromEveryWayIn(t *testing.T) {
 
 // TestFieldCase_T03_HiddenThroughLinksGitAndMedia: a second variant of the kind: a link in the
 // root to a hidden file reads "does not exist" and is not listed; git.diff of a hidden tracked
-// file shows no content (and git.status and git.commit do not name it); the media endpoint
-// answers 404 for a hidden image, directly or through a link, and for its committed side.
+// file shows no content (and git.status, git.commit and git.log do not name it); fs.createFolder
+// of a hidden path is refused as outside the roots; the media endpoint answers 404 for a hidden
+// image, directly or through a link, and for either side of its change.
 func TestFieldCase_T03_HiddenThroughLinksGitAndMedia(t *testing.T) {
 	ws, err := filepath.EvalSymlinks(t.TempDir())
 	require.NoError(t, err)
@@ -201,7 +202,8 @@ func TestFieldCase_T03_HiddenThroughLinksGitAndMedia(t *testing.T) {
 		toolCall{"list_dir", map[string]any{"path": "."}},
 		toolCall{"edit_file", map[string]any{"path": "creds.txt", "old": "SECRET", "new": "X"}})
 	s := startServer(t, serverOpts{dbURL: storetest.URL(t), root: ws, extra: append(flags,
-		"--sandbox-hide", filepath.Join(repo, "creds.txt"), "--sandbox-hide", filepath.Join(repo, "secret.png"))})
+		"--sandbox-hide", filepath.Join(repo, "creds.txt"), "--sandbox-hide", filepath.Join(repo, "secret.png"),
+		"--sandbox-hide", filepath.Join(ws, "vault"), "--allow-create-folders")})
 	c := dial(t, s, s.mintToken("t03-git", "chat"))
 	c.hello()
 	rs := runTools(t, c, repo)
@@ -228,6 +230,12 @@ func TestFieldCase_T03_HiddenThroughLinksGitAndMedia(t *testing.T) {
 	for _, ch := range st.Unstaged {
 		assert.NotEqual(t, "creds.txt", ch.Path)
 	}
+	var log protocol.GitLogResult
+	c.result("git.log", map[string]any{"cwd": repo, "path": "creds.txt"}, &log)
+	assert.Empty(t, log.Commits, "git.log of a hidden path lists no commits")
+	e := c.callErr("fs.createFolder", map[string]any{"path": filepath.Join(ws, "vault")})
+	assert.Equal(t, `"`+filepath.Join(ws, "vault")+`" is outside the workspace roots (`+ws+`); use a path inside them.`, e.Message)
+	assert.NoDirExists(t, filepath.Join(ws, "vault"))
 	var cm protocol.GitCommit
 	c.result("git.commit", map[string]any{"cwd": repo, "rev": "HEAD"}, &cm)
 	for _, f := range cm.Files {

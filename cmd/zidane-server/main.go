@@ -295,7 +295,7 @@ func startCmd() *cobra.Command {
 			if err := dataDirInUse(db.dataDir); err != nil {
 				return err
 			}
-			if err := checkRoots(srvRoots(roots), db.dataDir, allowHomeRoot); err != nil {
+			if err := checkRoots(srvRoots(roots), db.dataDir, allowHomeRoot, os.Getenv(server.MakeRunEnv) == "1"); err != nil {
 				return err
 			}
 			if configPath != "" {
@@ -632,16 +632,16 @@ func isFile(p string) bool {
 // checkRoots refuses workspace roots that would expose the server's own secrets (issue 21, case
 // T03): a root that holds the data dir (daemon.json's token, the managed database), and a root
 // that is the user's home directory unless allowHome is set; a data dir inside an allowed home
-// root is hidden instead.
-func checkRoots(roots []string, dataDir string, allowHome bool) error {
+// root is hidden instead. viaMake: `make run` started the server (server.FlagHint).
+func checkRoots(roots []string, dataDir string, allowHome, viaMake bool) error {
 	home, _ := os.UserHomeDir()
 	for _, r := range roots {
 		isHome := home != "" && workspace.Holds(r, home) && workspace.Holds(home, r)
 		if isHome && !allowHome {
-			return fmt.Errorf("workspace root %s is the home directory of the server's user: the agent would read and write every file of the user; pass a project folder with --workspace-root, or --allow-home-root to serve the whole home (the data dir and credential files inside it stay hidden)", r)
+			return fmt.Errorf("workspace root %s is the home directory of the server's user: the agent would read and write every file of the user; pass a project folder with %s, or %s to serve the whole home (the data dir and credential files inside it stay hidden)", r, server.FlagHint("--workspace-root DIR", viaMake), server.FlagHint("--allow-home-root", viaMake))
 		}
 		if !isHome && workspace.Holds(r, dataDir) {
-			return fmt.Errorf("workspace root %s holds the data dir %s (daemon.json's token, the database): pass --data-dir a folder outside the workspace roots, or a --workspace-root that does not hold it", r, dataDir)
+			return fmt.Errorf("workspace root %s holds the data dir %s (daemon.json's token, the database): pass %s with a folder outside the workspace roots, or a --workspace-root that does not hold it", r, dataDir, server.FlagHint("--data-dir DIR", viaMake))
 		}
 	}
 	return nil
