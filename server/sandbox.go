@@ -27,6 +27,9 @@ type SandboxConfig struct {
 	// socket, the config file, --sandbox-hide); the data dir and the user's credential files
 	// (workspace.DefaultHidden) are always hidden.
 	Hide []string
+	// Expose are more host files and folders commands see, read-only (--sandbox-expose): the
+	// view holds only the roots, the system folders, the PATH folders and these.
+	Expose []string
 	// TerminalPolicy, when set, runs every project terminal under that policy (--terminal-sandbox);
 	// a policy the kernel cannot enforce refuses the server's start.
 	TerminalPolicy sandbox.Policy
@@ -59,7 +62,7 @@ func (s *Server) newSandbox() error {
 		return fmt.Errorf("sandbox scratch base: %w", err)
 	}
 	// The workspace's hidden set (the data dir, c.Hide, the credential files): one list.
-	sb, err := sandbox.New(sandbox.Options{ScratchBase: c.ScratchBase, Hide: s.ws.Hidden().Paths(), AllowOff: c.AllowOff,
+	sb, err := sandbox.New(sandbox.Options{ScratchBase: c.ScratchBase, Hide: s.ws.Hidden().Paths(), Expose: c.Expose, AllowOff: c.AllowOff,
 		Limits: c.Limits, Unsupported: c.Unsupported})
 	if err != nil {
 		return err

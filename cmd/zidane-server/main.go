@@ -457,6 +457,7 @@ func startCmd() *cobra.Command {
 	cmd.Flags().Uint64Var(&sb.Limits.MemoryBytes, "sandbox-memory-bytes", sandbox.DefaultLimits.MemoryBytes, "address space per process of a sandboxed command, in bytes (RLIMIT_AS)")
 	cmd.Flags().Uint64Var(&sb.Limits.Processes, "sandbox-processes", sandbox.DefaultLimits.Processes, "processes and threads of one sandboxed command together")
 	cmd.Flags().Uint64Var(&sb.Limits.FileBytes, "sandbox-file-bytes", sandbox.DefaultLimits.FileBytes, "largest file a sandboxed command may write, in bytes (RLIMIT_FSIZE)")
+	cmd.Flags().StringArrayVar(&sb.Expose, "sandbox-expose", nil, "another file or folder sandboxed commands see, read-only (repeatable; they see the roots, the system folders and the PATH folders)")
 	cmd.Flags().StringArrayVar(&sb.Hide, "sandbox-hide", nil, "another file or folder hidden from the agent's tools, clients and sandboxed commands, as if it did not exist (repeatable; the data dir and the user's credential files are always hidden)")
 	cmd.Flags().BoolVar(&allowHomeRoot, "allow-home-root", false, "allow a workspace root that is the server user's home directory (the data dir and credential files inside it stay hidden)")
 	cmd.Flags().StringArrayVar(&sbUnsupported, "sandbox-unsupported", nil, "treat a kernel feature as missing: landlock, namespaces, netns or all (repeatable; also $ZIDANE_SANDBOX_UNSUPPORTED, comma-separated; for tests)")

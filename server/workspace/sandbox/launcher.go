@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -78,8 +77,8 @@ func initStage() int {
 			return fail("cgroup", err)
 		}
 	}
-	if err := buildMounts(sp); err != nil {
-		return fail("mounts", err)
+	if err := buildView(sp); err != nil {
+		return fail("view", err)
 	}
 	if sp.NewNet {
 		if err := loopbackUp(); err != nil {
@@ -120,194 +119,6 @@ func initStage() int {
 	}
 }
 
-// buildMounts makes every mount read-only, hides sp.Hide, re-exposes sp.Writable read-write,
-// keeps each of sp.GitDirs read-only, covers sp.Sockets, and mounts a minimal /dev and a fresh
-// /proc. The mounts are private to the sandbox's mount namespace; the command, holding no
-// capability and confined by Landlock, cannot undo them.
-func buildMounts(sp *launchSpec) error {
-	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
-		return fmt.Errorf("make / private: %w", err)
-	}
-	// Handles on what stays reachable, taken before anything is covered.
-	fds := map[string]int{}
-	for _, w := range sp.Writable {
-		fd, err := unix.Open(w, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return fmt.Errorf("open %s: %w", w, err)
-		}
-		fds[w] = fd
-	}
-	devs := map[string]int{}
-	for _, d := range []string{"null", "zero", "full", "random", "urandom", "tty"} {
-		if fd, err := unix.Open("/dev/"+d, unix.O_PATH|unix.O_CLOEXEC, 0); err == nil {
-			devs[d] = fd
-		}
-	}
-	if _, ok := devs["null"]; !ok {
-		return errors.New("no /dev/null")
-	}
-	// A command on a host terminal (a project terminal) keeps that terminal, and only it.
-	ttys := map[string]int{}
-	for fd := 0; fd < 3; fd++ {
-		name, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", fd))
-		if err != nil || !strings.HasPrefix(name, "/dev/pts/") || strings.Contains(name[len("/dev/pts/"):], "/") {
-			continue
-		}
-		if _, ok := ttys[name[len("/dev/"):]]; ok {
-			continue
-		}
-		if h, err := unix.Open(name, unix.O_PATH|unix.O_CLOEXEC, 0); err == nil {
-			ttys[name[len("/dev/"):]] = h
-		}
-	}
-	if err := unix.MountSetattr(-1, "/", unix.AT_RECURSIVE, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}); err != nil {
-		return fmt.Errorf("read-only /: %w", err)
-	}
-	type op struct {
-		path string
-		hide bool
-	}
-	var ops []op
-	for _, h := range sp.Hide {
-		ops = append(ops, op{h, true})
-	}
-	for _, w := range sp.Writable {
-		ops = append(ops, op{w, false})
-	}
-	// Shallow first, so a root inside a hidden folder is re-exposed on top of the cover and a
-	// hidden folder inside a root covers the root's bind.
-	slices.SortStableFunc(ops, func(a, b op) int {
-		return strings.Count(a.path, "/") - strings.Count(b.path, "/")
-	})
-	var covers []string
-	for _, o := range ops {
-		if o.hide {
-			fi, err := os.Lstat(o.path)
-			if err != nil {
-				continue // gone, or already under a cover
-			}
-			if fi.IsDir() {
-				if err := unix.Mount("tmpfs", o.path, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=0700,size=64k,nr_inodes=256"); err != nil {
-					return fmt.Errorf("hide %s: %w", o.path, err)
-				}
-				covers = append(covers, o.path)
-			} else if err := bindFD(devs["null"], o.path, false); err != nil {
-				return fmt.Errorf("hide %s: %w", o.path, err)
-			}
-			continue
-		}
-		if err := os.MkdirAll(o.path, 0o700); err != nil { // only inside a cover
-			return fmt.Errorf("expose %s: %w", o.path, err)
-		}
-		if err := bindFD(fds[o.path], o.path, true); err != nil {
-			return fmt.Errorf("expose %s: %w", o.path, err)
-		}
-		if err := unix.MountSetattr(-1, o.path, unix.AT_RECURSIVE, &unix.MountAttr{Attr_clr: unix.MOUNT_ATTR_RDONLY}); err != nil {
-			return fmt.Errorf("writable %s: %w", o.path, err)
-		}
-	}
-	for _, c := range covers {
-		if err := unix.MountSetattr(-1, c, 0, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}); err != nil {
-			return fmt.Errorf("read-only cover %s: %w", c, err)
-		}
-	}
-	for _, g := range sp.GitDirs {
-		if err := unix.Mount(g, g, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
-			return fmt.Errorf("bind %s: %w", g, err)
-		}
-		if err := unix.MountSetattr(-1, g, unix.AT_RECURSIVE, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}); err != nil {
-			return fmt.Errorf("read-only %s: %w", g, err)
-		}
-	}
-	for _, s := range sp.Sockets {
-		if fi, err := os.Lstat(s); err == nil && fi.Mode()&fs.ModeSocket != 0 {
-			if err := bindFD(devs["null"], s, false); err != nil {
-				return fmt.Errorf("cover socket %s: %w", s, err)
-			}
-		}
-	}
-	if err := minimalDev(devs, ttys); err != nil {
-		return fmt.Errorf("/dev: %w", err)
-	}
-	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
-		return fmt.Errorf("/proc: %w", err)
-	}
-	for _, fd := range fds {
-		unix.Close(fd)
-	}
-	for _, fd := range devs {
-		unix.Close(fd)
-	}
-	for _, fd := range ttys {
-		unix.Close(fd)
-	}
-	return unix.Chdir("/")
-}
-
-// bindFD bind-mounts what fd names onto target (recursively when rec).
-func bindFD(fd int, target string, rec bool) error {
-	flags := uintptr(unix.MS_BIND)
-	if rec {
-		flags |= unix.MS_REC
-	}
-	return unix.Mount(fmt.Sprintf("/proc/self/fd/%d", fd), target, "", flags, "")
-}
-
-// minimalDev replaces /dev with a tmpfs holding only the harmless devices, a private devpts (or,
-// for a command on a host terminal, that terminal alone) and a private /dev/shm: no disk, no
-// memory device, no other terminal of the host.
-func minimalDev(devs, ttys map[string]int) error {
-	if err := unix.Mount("tmpfs", "/dev", "tmpfs", unix.MS_NOSUID|unix.MS_NOEXEC, "mode=0755,size=64k,nr_inodes=256"); err != nil {
-		return err
-	}
-	for name, fd := range devs {
-		p := "/dev/" + name
-		f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY, 0o666)
-		if err != nil {
-			return err
-		}
-		f.Close()
-		if err := bindFD(fd, p, false); err != nil {
-			return fmt.Errorf("%s: %w", p, err)
-		}
-	}
-	for _, d := range []string{"/dev/pts", "/dev/shm"} {
-		if err := os.Mkdir(d, 0o755); err != nil {
-			return err
-		}
-	}
-	if len(ttys) == 0 {
-		if err := unix.Mount("devpts", "/dev/pts", "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620"); err != nil {
-			return fmt.Errorf("devpts: %w", err)
-		}
-	} else {
-		if err := unix.Mount("tmpfs", "/dev/pts", "tmpfs", unix.MS_NOSUID|unix.MS_NOEXEC, "mode=0755,size=16k,nr_inodes=64"); err != nil {
-			return fmt.Errorf("pts: %w", err)
-		}
-		for name, fd := range ttys {
-			p := "/dev/" + name
-			f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY, 0o620)
-			if err != nil {
-				return err
-			}
-			f.Close()
-			if err := bindFD(fd, p, false); err != nil {
-				return fmt.Errorf("%s: %w", p, err)
-			}
-		}
-	}
-	if err := unix.Mount("tmpfs", "/dev/shm", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=1777,size=64m"); err != nil {
-		return fmt.Errorf("shm: %w", err)
-	}
-	for link, target := range map[string]string{"/dev/ptmx": "pts/ptmx", "/dev/fd": "/proc/self/fd",
-		"/dev/stdin": "/proc/self/fd/0", "/dev/stdout": "/proc/self/fd/1", "/dev/stderr": "/proc/self/fd/2"} {
-		if err := os.Symlink(target, link); err != nil {
-			return err
-		}
-	}
-	return unix.MountSetattr(-1, "/dev", 0, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY})
-}
-
 // loopbackUp brings up the new network namespace's loopback (the namespace's own; the host's
 // stays unreachable).
 func loopbackUp() error {
@@ -341,12 +152,12 @@ func landlockABI() int {
 }
 
 // landlockRules builds the ruleset of the command's Landlock domain: read and execute the whole
-// tree, write only the writable folders, /dev/shm and the harmless devices; and with ABI 6 or
-// later, no abstract unix socket and no signal outside the domain.
+// view, write only the writable folders, the private /tmp, /run and /dev/shm and the harmless
+// devices; and with ABI 6 or later, no abstract unix socket and no signal outside the domain.
 func landlockRules(sp *launchSpec, abi int) (fd int, flags uint32, err error) {
 	base := landlockConfigs[min(abi, len(landlockConfigs)-1)]
 	cfg := landlock.Config{HandledAccessFS: base.HandledAccessFS, Scoped: base.Scoped}
-	rw := landlock.RWDirs(append(slices.Clone(sp.Writable), "/dev/shm")...)
+	rw := landlock.RWDirs(append(slices.Clone(sp.Writable), "/dev/shm", "/tmp", "/run")...)
 	if abi >= 2 {
 		rw = rw.WithRefer()
 	}

@@ -11,6 +11,9 @@ import (
 	"time"
 )
 
+// checkSelf is where a probe's view shows the launcher's binary, which runs as its command.
+const checkSelf = "/run/zidane-sandbox-check"
+
 // probeTimeout bounds one probe launch.
 const probeTimeout = 10 * time.Second
 
@@ -78,8 +81,9 @@ func (s *Sandbox) launchCheck(scratch string, newNet, withLandlock bool) (*check
 	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "/proc/self/exe")
-	sp := &launchSpec{Path: "/proc/self/exe", Args: []string{"zidane-sandbox", "check"}, Env: []string{stageEnv + "=check"},
-		Dir: "/", Writable: []string{scratch}, NewNet: newNet, Landlock: withLandlock, Limits: DefaultLimits}
+	sp := &launchSpec{Path: checkSelf, Self: checkSelf, Args: []string{"zidane-sandbox", "check"}, Env: []string{stageEnv + "=check"},
+		Dir: "/", Writable: []string{scratch}, Stage: scratch, NewNet: newNet, Landlock: withLandlock, Limits: DefaultLimits}
+	sp.Readable, sp.Links = viewDirs(nil, s.opts.Expose)
 	for _, h := range s.opts.Hide {
 		sp.Hide = append(sp.Hide, h)
 	}

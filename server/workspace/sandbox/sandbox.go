@@ -2,11 +2,12 @@
 // protocol seed's "host" section reports it as "the sandbox").
 //
 // On Linux a sandboxed command runs in its own user, mount, PID, IPC and UTS namespaces (and a
-// network namespace with only its own loopback unless the policy allows the network), with every
-// mount of the host read-only except the session's workspace roots and its scratch directory,
-// every `.git` inside the roots read-only, the server's data directory and known credential files
-// hidden, every named unix socket of the host covered, a fresh /proc, a Landlock domain, no
-// capabilities, no_new_privs and resource limits. The server's own binary is re-executed as the
+// network namespace with only its own loopback unless the policy allows the network), in a view
+// built for it: a fresh root holding the session's workspace roots and its scratch directory
+// (read-write), the system folders, the PATH folders and the exposed paths (read-only), every
+// `.git` inside the roots read-only, private /tmp (with a fresh HOME), /run and /dev, a fresh
+// /proc; the server's data directory and known credential files hidden; then a Landlock domain,
+// no capabilities, no_new_privs, no descriptor but 0, 1 and 2, and resource limits. The server's own binary is re-executed as the
 // launcher: a program that uses this package calls Main at the very start of main (and in TestMain
 // of packages whose tests launch commands).
 //
@@ -148,6 +149,9 @@ type Options struct {
 	// (daemon.json, the managed Postgres and its socket, config), its run directory, its unix
 	// socket. Folders show empty, files empty. DefaultHidden is added.
 	Hide []string
+	// Expose are more host folders or files the view shows read-only (the operator's
+	// --sandbox-expose: a toolchain outside the system folders and PATH, a shared data set).
+	Expose []string
 	// AllowOff lets the Off policy run commands (the operator's flag); without it Off is refused.
 	AllowOff bool
 	// Limits are the resource limits per command (zero members: DefaultLimits).
@@ -357,6 +361,9 @@ func (s *Sandbox) Wrap(cmd *exec.Cmd, req Request) error {
 		cmd.Env = env
 		return nil
 	}
+	// A fresh HOME per command (field case T06): no .gitconfig, .npmrc or cargo config one
+	// command leaves is obeyed by the next.
+	env = overrideEnv(env, []string{"HOME=" + viewHome, "CARGO_HOME=" + viewHome + "/.cargo"})
 	spec, err := s.spec(cmd, env, scratch, req)
 	if err != nil {
 		return err

@@ -55,12 +55,7 @@ func needSandbox(t *testing.T, f *fixture) {
 // output and exit status.
 func (f *fixture) run(t *testing.T, p Policy, script string) (string, int) {
 	t.Helper()
-	cmd := exec.Command("/bin/bash", "-c", script)
-	cmd.Dir = f.ws
-	cmd.Env = []string{"PATH=/usr/local/go/bin:/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8"}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	require.NoError(t, f.sb.Wrap(cmd, Request{Policy: p, Roots: []string{f.ws}, SessionID: "s1"}))
-	out, err := cmd.CombinedOutput()
+	out, err := f.command(t, p, script).CombinedOutput()
 	code := 0
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
@@ -71,10 +66,22 @@ func (f *fixture) run(t *testing.T, p Policy, script string) (string, int) {
 	return string(out), code
 }
 
+// command prepares script to run with bash under policy p in the fixture's workspace.
+func (f *fixture) command(t *testing.T, p Policy, script string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command("/bin/bash", "-c", script)
+	cmd.Dir = f.ws
+	cmd.Env = []string{"PATH=/usr/local/go/bin:/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8"}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	require.NoError(t, f.sb.Wrap(cmd, Request{Policy: p, Roots: []string{f.ws}, SessionID: "s1"}))
+	return cmd
+}
+
 // refused is the error text of a write the sandbox stops: Landlock answers EACCES, a read-only
-// mount EROFS.
+// mount EROFS, and a folder outside the view is not there.
 func refused(out string) bool {
-	return strings.Contains(out, "Permission denied") || strings.Contains(out, "Read-only file system")
+	return strings.Contains(out, "Permission denied") || strings.Contains(out, "Read-only file system") ||
+		strings.Contains(out, "No such file or directory")
 }
 
 func TestWorkspaceWriteWritesOnlyTheRoots(t *testing.T) {
@@ -182,22 +189,8 @@ func TestServerSecretsStayOutOfReach(t *testing.T) {
 	require.NoError(t, os.MkdirAll(pgDir, 0o700))
 	pgSock := filepath.Join(pgDir, ".s.PGSQL.5432")
 	other := filepath.Join(t.TempDir(), "server.sock")
-	for _, p := range []string{pgSock, other} {
-		ln, err := net.Listen("unix", p)
-		require.NoError(t, err)
-		t.Cleanup(func() { ln.Close() })
-		go func() {
-			for {
-				c, err := ln.Accept()
-				if err != nil {
-					return
-				}
-				_, _ = c.Read(make([]byte, 4096))
-				_, _ = c.Write([]byte("HTTP/1.0 200 OK\r\n\r\nreached\n"))
-				c.Close()
-			}
-		}()
-	}
+	serveUnix(t, pgSock, "pg")
+	serveUnix(t, other, "other")
 	// The socket is reachable unsandboxed (so the test can fail).
 	raw, _ := exec.Command("curl", "-sS", "--max-time", "2", "--unix-socket", other, "http://x/").CombinedOutput()
 	require.Contains(t, string(raw), "reached")

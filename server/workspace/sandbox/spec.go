@@ -31,15 +31,27 @@ type launchSpec struct {
 	Args []string `json:"args"`
 	Env  []string `json:"env"`
 	Dir  string   `json:"dir"`
-	// Writable are the folders the command may write (roots unless read-only, the scratch
+	// Writable are the folders the view shows read-write (roots unless read-only, the scratch
 	// directory), links resolved.
 	Writable []string `json:"writable"`
+	// Readable are the folders the view shows read-only (the system folders, every PATH folder,
+	// the exposed paths, the roots under read-only), links resolved.
+	Readable []string `json:"readable,omitempty"`
+	// Links are links the view shows at their path (a system folder that is a link on the host).
+	Links map[string]string `json:"links,omitempty"`
+	// Self, when set, is where the view shows the launcher's own binary (read-only), so that it
+	// can run as the command (the probe's check stage).
+	Self string `json:"self,omitempty"`
+	// Stage is the folder the view's root is built on in the launcher's mount namespace (the
+	// scratch directory; the host's is untouched).
+	Stage string `json:"stage"`
 	// GitDirs are the `.git` folders and files and the bare repositories inside the writable
 	// roots, kept read-only.
 	GitDirs []string `json:"gitDirs,omitempty"`
 	// Hide are folders and files shown empty.
 	Hide []string `json:"hide,omitempty"`
-	// Sockets are the host's named unix sockets, covered so that connect fails.
+	// Sockets are the host's named unix sockets inside the read-only folders of the view (none
+	// in the roots or the scratch directory), covered so that connect fails.
 	Sockets []string `json:"sockets,omitempty"`
 	// NewNet runs the command in a new network namespace (its own loopback only).
 	NewNet bool `json:"newNet"`
@@ -80,22 +92,27 @@ func (s *Sandbox) spec(cmd *exec.Cmd, env []string, scratch string, req Request)
 		return nil, fmt.Errorf("sandbox: scratch directory: %w", err)
 	}
 	sp.Writable = append(sp.Writable, sc)
-	if req.Policy.WritesWorkspace() {
-		for _, r := range req.Roots {
-			rr, err := real(r)
-			if err != nil {
-				return nil, fmt.Errorf("sandbox: workspace root %s: %w", r, err)
-			}
-			sp.Writable = append(sp.Writable, rr)
-			sp.GitDirs = append(sp.GitDirs, findGit(rr)...)
+	sp.Stage = sc
+	sp.Readable, sp.Links = viewDirs(env, s.opts.Expose)
+	system := slices.Clone(sp.Readable)
+	for _, r := range req.Roots {
+		rr, err := real(r)
+		if err != nil {
+			return nil, fmt.Errorf("sandbox: workspace root %s: %w", r, err)
 		}
+		if !req.Policy.WritesWorkspace() {
+			sp.Readable = append(sp.Readable, rr)
+			continue
+		}
+		sp.Writable = append(sp.Writable, rr)
+		sp.GitDirs = append(sp.GitDirs, findGit(rr)...)
 	}
 	for _, h := range s.opts.Hide {
 		if hr, err := real(h); err == nil {
 			sp.Hide = append(sp.Hide, hr)
 		}
 	}
-	sp.Sockets = unixSockets(sc)
+	sp.Sockets = unixSockets(system, append(slices.Clone(sp.Writable), sp.Readable[len(system):]...))
 	if s.pids != "" {
 		procs, err := newPidsCgroup(s.pids, s.opts.Limits.Processes)
 		if err != nil {
@@ -141,30 +158,107 @@ func findGit(root string) []string {
 }
 
 // unixSockets lists the named unix sockets bound in the server's network namespace
-// (/proc/net/unix) that exist as sockets on the file system, except those under skip.
-func unixSockets(skip string) []string {
+// (/proc/net/unix) that exist as sockets on the file system inside one of in and none of out.
+// A socket bound with a relative path, or one bound later, is not listed: the view, not this
+// list, keeps those out (only the folders of in are shown).
+func unixSockets(in, out []string) []string {
 	f, err := os.Open("/proc/net/unix")
 	if err != nil {
 		return nil
 	}
 	defer f.Close()
-	var out []string
+	var found []string
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 8 || !strings.HasPrefix(fields[7], "/") {
-			continue
-		}
-		p := fields[7]
-		if strings.HasPrefix(p, skip+"/") || slices.Contains(out, p) {
+		p, ok := socketPath(sc.Text())
+		if !ok || !strings.HasPrefix(p, "/") || slices.Contains(found, p) ||
+			!slices.ContainsFunc(in, func(d string) bool { return within(p, d) }) ||
+			slices.ContainsFunc(out, func(d string) bool { return within(p, d) }) {
 			continue
 		}
 		if fi, err := os.Lstat(p); err == nil && fi.Mode()&fs.ModeSocket != 0 {
-			out = append(out, p)
+			found = append(found, p)
 		}
 	}
-	return out
+	return found
+}
+
+// socketPath returns the path of a /proc/net/unix line ("Num RefCount Protocol Flags Type St
+// Inode Path"): everything after the seventh field, spaces included.
+func socketPath(line string) (string, bool) {
+	rest := line
+	for i := 0; i < 7; i++ {
+		rest = strings.TrimLeft(rest, " ")
+		j := strings.IndexByte(rest, ' ')
+		if j < 0 {
+			return "", false
+		}
+		rest = rest[j:]
+	}
+	if len(rest) < 2 {
+		return "", false
+	}
+	return rest[1:], true
+}
+
+// viewDirs returns the folders every view shows read-only, links resolved: the system folders
+// that exist (those that are links on the host come back as links), every absolute folder of
+// env's PATH (and, for a PATH folder named bin, the prefix holding it, as a toolchain under a
+// home folder needs: not the home folder itself, ~/.local or /), and expose.
+func viewDirs(env, expose []string) (dirs []string, links map[string]string) {
+	add := func(p string) {
+		if p != "/" && !slices.Contains(dirs, p) {
+			dirs = append(dirs, p)
+		}
+	}
+	for _, d := range systemDirs {
+		fi, err := os.Lstat(d)
+		switch {
+		case err != nil:
+		case fi.Mode()&fs.ModeSymlink != 0:
+			if target, err := os.Readlink(d); err == nil {
+				if links == nil {
+					links = map[string]string{}
+				}
+				links[d] = target
+			}
+		case fi.IsDir():
+			add(d)
+		}
+	}
+	home, _ := os.UserHomeDir()
+	if h, err := filepath.EvalSymlinks(home); err == nil {
+		home = h
+	}
+	for _, kv := range env {
+		path, ok := strings.CutPrefix(kv, "PATH=")
+		if !ok {
+			continue
+		}
+		for _, d := range filepath.SplitList(path) {
+			if !filepath.IsAbs(d) {
+				continue
+			}
+			r, err := filepath.EvalSymlinks(d)
+			if err != nil {
+				continue
+			}
+			if fi, err := os.Stat(r); err != nil || !fi.IsDir() {
+				continue
+			}
+			add(r)
+			if prefix := filepath.Dir(r); filepath.Base(r) == "bin" && prefix != home && prefix != filepath.Join(home, ".local") {
+				add(prefix)
+			}
+		}
+	}
+	for _, e := range expose {
+		if r, err := filepath.EvalSymlinks(e); err == nil {
+			add(r)
+		}
+	}
+	return dirs, links
 }
 
 // prepare points cmd at the launcher with sp.
