@@ -4,6 +4,7 @@
 import { createContext, createElement, useCallback, useContext, useMemo, useRef, useSyncExternalStore, type ReactNode } from 'react'
 import { createSessionStreamActions, isEditEvent, type SessionPage, type SessionSnapshot, type SessionStreamActions, type SessionStreams, type StreamProgress } from '../chat/streams.js'
 import type { StreamEvent } from '../protocol.js'
+import type { ReadableStore } from '../store.js'
 
 const StreamsContext = createContext<SessionStreams | null>(null)
 
@@ -100,6 +101,15 @@ export function useSessionEventsSelector<T>(sessionId: string, selector: (events
     return next
   }
   return useSyncExternalStore(subscribe, get, get)
+}
+
+/**
+ * The current value of a ReadableStore (client.connection, a host's sessions or interactions),
+ * re-rendering when it changes: useSyncExternalStore(store.subscribe, store.get). store.get is the
+ * snapshot (the same reference until the value changes); both functions may be passed detached.
+ */
+export function useStore<T>(store: ReadableStore<T>): T {
+  return useSyncExternalStore(store.subscribe, store.get, store.get)
 }
 
 const selectEdits = (events: readonly StreamEvent[]) => events.filter(isEditEvent)
