@@ -18,38 +18,39 @@ import (
 // clone, push, fetch, tar, rsync and go build stores its entry, and the second command of each
 // pair of case T02 (an abbreviation, a short form or an option that runs a program) asks (denied
 // here), as do the variants: another abbreviation, an attached short value, an option of a
-// subcommand without a table. `always` on sh -c, python3, env, xargs and make stores nothing and
-// says why. No PWNED file appears.
+// subcommand without a table. `always` on a call holding an option its entry would not cover, and
+// on sh -c, python3, env, xargs and make, stores nothing and says why (the answer's note). No PWNED file appears.
 func TestFieldCase_T02_SafelistCoversOnlyListedOptions(t *testing.T) {
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Skip("git is not installed")
 	}
 	L := newT02Layout(t)
 	ws := L.WS
-	type step struct{ cmd, decision, stores string }
+	type step struct{ cmd, decision, stores, note string }
 	steps := []step{
-		{"git clone . " + ws + "/c1", "always", "git clone"},
-		{`git clone -u "touch ` + ws + `/PWNED-clone; git-upload-pack" . ` + ws + "/c2", "deny", ""},
-		{`git clone --upl "touch ` + ws + `/PWNED-clone2; git-upload-pack" . ` + ws + "/c3", "deny", ""},
-		{`git clone "-utouch ` + ws + `/PWNED-clone3; git-upload-pack" . ` + ws + "/c4", "deny", ""},
-		{"git push . HEAD:refs/heads/x", "always", "git push"},
-		{`git push --exe="touch ` + ws + `/PWNED-push; git-receive-pack" . HEAD:refs/heads/y`, "deny", ""},
-		{"git fetch --dry-run .", "always", "git fetch"},
-		{`git fetch --dry-run --upload-pa="touch ` + ws + `/PWNED-fetch; git-upload-pack" .`, "deny", ""},
-		{"tar -cf t.tar main.go", "always", "tar"},
-		{`tar -cf t2.tar --checkpoint=1 --checkpoint-act="exec=touch ` + ws + `/PWNED-tar" main.go`, "deny", ""},
-		{`tar -cf t3.tar "-Ish -c 'touch ` + ws + `/PWNED-tar2'" main.go`, "deny", ""},
-		{"rsync -a main.go copy.go", "always", "rsync"},
-		{`rsync -e "sh -c 'touch ` + ws + `/PWNED-rsync'" main.go h:x`, "deny", ""},
-		{"go build -o " + ws + "/gomod/out .", "always", "go build"},
-		{"go build -o " + ws + "/gomod/out2 -toolexec=" + ws + "/evil.sh .", "deny", ""},
-		{"git ls-remote .", "always", "git ls-remote"},
-		{`git ls-remote --upload-pack="touch ` + ws + `/PWNED-lsremote; git-upload-pack" .`, "deny", ""},
-		{`sh -c "true"`, "always", ""},
-		{`python3 -c "print(1)"`, "always", ""},
-		{"env FOO=1 true", "always", ""},
-		{"xargs echo", "always", ""},
-		{"make --version", "always", ""},
+		{"git clone . " + ws + "/c1", "always", "git clone", ""},
+		{`git clone -u "touch ` + ws + `/PWNED-clone; git-upload-pack" . ` + ws + "/c2", "deny", "", ""},
+		{`git clone --upl "touch ` + ws + `/PWNED-clone2; git-upload-pack" . ` + ws + "/c3", "deny", "", ""},
+		{`git clone "-utouch ` + ws + `/PWNED-clone3; git-upload-pack" . ` + ws + "/c4", "deny", "", ""},
+		{"git push . HEAD:refs/heads/x", "always", "git push", ""},
+		{`git push --exe="touch ` + ws + `/PWNED-push; git-receive-pack" . HEAD:refs/heads/y`, "deny", "", ""},
+		{"git fetch --dry-run .", "always", "git fetch", ""},
+		{`git fetch --dry-run --upload-pa="touch ` + ws + `/PWNED-fetch; git-upload-pack" .`, "deny", "", ""},
+		{"tar -cf t.tar main.go", "always", "tar", ""},
+		{`tar -cf t2.tar --checkpoint=1 --checkpoint-act="exec=touch ` + ws + `/PWNED-tar" main.go`, "deny", "", ""},
+		{`tar -cf t3.tar "-Ish -c 'touch ` + ws + `/PWNED-tar2'" main.go`, "deny", "", ""},
+		{"rsync -a main.go copy.go", "always", "rsync", ""},
+		{`rsync -e "sh -c 'touch ` + ws + `/PWNED-rsync'" main.go h:x`, "deny", "", ""},
+		{"go build -o " + ws + "/gomod/out .", "always", "go build", ""},
+		{"go build -o " + ws + "/gomod/out2 -toolexec=" + ws + "/evil.sh .", "deny", "", ""},
+		{"git ls-remote .", "always", "git ls-remote", ""},
+		{`git ls-remote --upload-pack="touch ` + ws + `/PWNED-lsremote; git-upload-pack" .`, "deny", "", ""},
+		{"git clone --template=" + ws + "/none . " + ws + "/c5", "always", "", "--template"},
+		{`sh -c "true"`, "always", "", "runs whatever code"},
+		{`python3 -c "print(1)"`, "always", "", "runs whatever code"},
+		{"env FOO=1 true", "always", "", "runs whatever code"},
+		{"xargs echo", "always", "", "runs whatever code"},
+		{"make --version", "always", "", "runs whatever code"},
 	}
 	var turns [][]string
 	for _, s := range steps {
@@ -71,7 +72,8 @@ func TestFieldCase_T02_SafelistCoversOnlyListedOptions(t *testing.T) {
 			assert.Equal(t, s.stores, r["stored"].(map[string]any)["prefix"], s.cmd)
 		case s.decision == "always":
 			assert.Nil(t, r["stored"], "always on %q stores nothing", s.cmd)
-			assert.Contains(t, r["note"], "runs whatever code", s.cmd)
+			assert.Contains(t, r["note"], "Nothing was stored", s.cmd)
+			assert.Contains(t, r["note"], s.note, s.cmd)
 		}
 	}
 	require.Equal(t, true, c.runEnd(sid)["ok"])
