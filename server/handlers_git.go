@@ -83,7 +83,12 @@ func (s *Server) gitDataInside(dirs ...string) error {
 		if _, err := s.ws.Folder(objects); err != nil {
 			return errGitDataOutside
 		}
-		b, err := os.ReadFile(filepath.Join(objects, "info", "alternates"))
+		// Through the confinement point: a named pipe there is refused at once (T09), a link
+		// out of the roots too.
+		b, _, cut, err := s.ws.ReadFile(objects, "info/alternates", 1<<20)
+		if cut {
+			return errGitDataOutside // over 1 MiB: not read whole, so not vouched for
+		}
 		if err != nil {
 			if errors.Is(err, os.ErrNotExist) {
 				return nil

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
@@ -343,4 +344,27 @@ func TestFieldCase_T11_OneLongLineMemoryBounded(t *testing.T) {
 	assert.Contains(t, trs[1]["text"], "grepline.txt:1:xxxx")
 	assert.Contains(t, trs[1]["text"], "[line cut]")
 	assert.Contains(t, trs[2]["text"], "newlines.txt:1:\nnewlines.txt:2:\n")
+}
+
+// TestFieldCase_T09_GitAlternatesFIFO: a variant through the server's own reads: a repository
+// whose objects/info/alternates is a named pipe. git.log and a media GET of its work tree's side
+// answer at once (the check of borrowed object stores reads through the confinement point).
+func TestFieldCase_T09_GitAlternatesFIFO(t *testing.T) {
+	root := realDir(t)
+	repo := filepath.Join(root, "r")
+	out, err := exec.Command("git", "init", "-q", repo).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.NoError(t, os.WriteFile(filepath.Join(repo, "p.png"), pngBytes(t), 0o644))
+	mkfifo(t, filepath.Join(repo, ".git", "objects", "info", "alternates"))
+	e, c := filesEnv(t, root, nil)
+	start := time.Now()
+	m := c.call("git.log", fmt.Sprintf(`{"cwd":%q}`, repo))
+	require.Equal(t, -32014, errCode(m), "%v", m)
+	assert.Contains(t, errMsg(m), "outside the workspace roots", "an unreadable alternates is refused, not guessed")
+	ticket := strings.Repeat("Fq7_-", 8)
+	c.result("files.mediaTicket", fmt.Sprintf(`{"ticket":%q}`, ticket))
+	resp, _ := mediaGet(t, e.hs, mq(ticket, repo, "p.png", "side=new"), nil)
+	assert.Equal(t, 404, resp.StatusCode)
+	t.Logf("git.log and a media GET beside a FIFO alternates: %s", time.Since(start).Round(time.Millisecond))
+	assert.Less(t, time.Since(start), 5*time.Second*raceSlowdown)
 }
