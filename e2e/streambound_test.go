@@ -193,18 +193,47 @@ func TestFieldCase_T08_ToolInputNeverEnds(t *testing.T) {
 	sid, _ := createSession(t, c)
 
 	r := runBounded(t, c, sid, "Write a big file.")
+	assertCut(t, s, fake.Written(), r, "Writing it.", "--max-turn-bytes", "32768 bytes")
+}
+
+// assertCut checks a run cut at a limit after the text kept: the server's peak RSS under
+// streamRSSBound, the endpoint's stream closed (written bytes), run:end ok:false with an error
+// holding each of errParts, the transcript [user-prompt, markdown kept, error] (no tool call of
+// the cut turn), the session's status "error".
+func assertCut(t *testing.T, s *serverProc, written int64, r boundedRun, kept string, errParts ...string) {
+	t.Helper()
 	peak := vmHWM(t, s.cmd.Process.Pid)
-	t.Logf("VmHWM %d MiB; the endpoint wrote %d KiB", peak>>20, fake.Written()>>10)
+	t.Logf("VmHWM %d MiB; the endpoint wrote %d KiB", peak>>20, written>>10)
 	assert.Less(t, peak, int64(streamRSSBound), "peak RSS")
-	assert.Less(t, fake.Written(), int64(16<<20), "the stream was closed")
+	assert.Less(t, written, int64(16<<20), "the stream was closed")
 	assert.False(t, r.endOK)
-	assert.Contains(t, r.endErr, "--max-turn-bytes")
-	assert.Contains(t, r.endErr, "32768 bytes")
+	for _, p := range errParts {
+		assert.Contains(t, r.endErr, p)
+	}
 	var kinds []string
 	for _, e := range r.stored {
 		kinds = append(kinds, e.Kind)
 	}
-	assert.Equal(t, []string{"user-prompt", "markdown", "error"}, kinds, "no tool call of the cut turn")
-	assert.Equal(t, "Writing it.", r.stored[1].Text)
+	require.Equal(t, []string{"user-prompt", "markdown", "error"}, kinds)
+	assert.Equal(t, kept, r.stored[1].Text)
 	assert.Equal(t, "error", r.status)
+}
+
+// TestFieldCase_T08_DataLinesNeverFormAnEvent: an OpenAI-compatible endpoint sends "data:" lines
+// that never end an event (no blank line), which the SDK's decoder would gather without end and
+// no event reports. The turn's bound on the raw response (4 × --max-turn-bytes here: 256 KiB)
+// closes the stream; the run ends with an error naming the limit.
+func TestFieldCase_T08_DataLinesNeverFormAnEvent(t *testing.T) {
+	f := openaitest.New(t)
+	f.Enqueue(openaitest.Response{Events: []string{openaitest.Text("Start.")}, Repeat: "data: " + piece16K + "\n", RawRepeat: true, Delay: time.Millisecond})
+	data := t.TempDir()
+	cfg := fmt.Sprintf(`{"providers":[{"name":"fake","kind":"openai","baseUrl":%q,"models":[{"name":"m","contextWindow":128000}]}]}`, f.BaseURL())
+	require.NoError(t, os.WriteFile(filepath.Join(data, "config.json"), []byte(cfg), 0o600))
+	s := startServer(t, serverOpts{dbURL: storetest.URL(t), dataDir: data, extra: []string{"--model", "fake/m", "--max-turn-bytes", "65536", "--max-output-tokens", "256"}})
+	c := dial(t, s, s.mintToken("t08c", "chat"))
+	c.hello()
+	sid, _ := createSession(t, c)
+
+	r := runBounded(t, c, sid, "Say something.")
+	assertCut(t, s, f.Written(), r, "Start.", "262144 bytes on the wire", "--max-turn-bytes")
 }

@@ -86,6 +86,21 @@ func pieceBytes(ev provider.Event) int {
 	return 0
 }
 
+// rawPerTurnByte and rawPerToken size a turn's bound on the raw response bytes (rawBytes): SSE
+// framing and each chunk's JSON around a token are about 150-250 bytes with OpenAI's format.
+const (
+	rawPerTurnByte = 4
+	rawPerToken    = 512
+)
+
+// rawBytes bounds the response bytes of the turn read from the wire, framing included
+// (provider.WithBodyLimit): 4 × Limits.MaxTurnBytes, or 512 bytes a token asked for, whichever
+// is larger (16 MiB by default). It catches what no event reports: keep-alives, comments, data
+// lines that never form an event.
+func (b *turnBudget) rawBytes() int {
+	return max(rawPerTurnByte*b.maxBytes, rawPerToken*b.asked)
+}
+
 // take counts n more bytes; past a bound it returns the run's error naming it, and the piece
 // that crossed it is not kept.
 func (b *turnBudget) take(n int) error {
@@ -165,6 +180,10 @@ func (r *Runtime) runModel(ctx context.Context, ru *run) (protocol.RunSummary, s
 		// The turn's own context: past a bound it is cancelled, which closes the provider's
 		// stream whatever the provider does with the callback's error.
 		tctx, endTurn := context.WithCancelCause(ctx)
+		rawMax := budget.rawBytes()
+		tctx = provider.WithBodyLimit(tctx, int64(rawMax), func() {
+			endTurn(&runError{fmt.Sprintf("The answer was cut: the model's response passed %d bytes on the wire in one turn (framing included: %d× the operator's --max-turn-bytes, or %d bytes a token asked for), so the server closed the stream; what came before is kept.", rawMax, rawPerTurnByte, rawPerToken)})
+		})
 		res, err := prov.Stream(tctx, req, func(ev provider.Event) error {
 			if err := budget.take(pieceBytes(ev)); err != nil {
 				endTurn(err)

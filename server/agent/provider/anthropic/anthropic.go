@@ -81,6 +81,9 @@ func New(cfg Config) *Provider {
 	if hc == nil {
 		hc = &http.Client{}
 	}
+	bounded := *hc // a turn's response is read within the runtime's bound (provider.WithBodyLimit)
+	bounded.Transport = provider.LimitBodies(hc.Transport)
+	hc = &bounded
 	opts := []option.RequestOption{
 		option.WithoutEnvironmentDefaults(),
 		option.WithBaseURL(strings.TrimRight(cfg.BaseURL, "/") + "/"),

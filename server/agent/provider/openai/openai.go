@@ -80,6 +80,9 @@ func New(cfg Config) *Provider {
 	if hc == nil {
 		hc = &http.Client{}
 	}
+	bounded := *hc // a turn's response is read within the runtime's bound (provider.WithBodyLimit)
+	bounded.Transport = provider.LimitBodies(hc.Transport)
+	hc = &bounded
 	key := cfg.APIKey.Reveal()
 	opts := []option.RequestOption{
 		option.WithBaseURL(strings.TrimRight(cfg.BaseURL, "/") + "/"),

@@ -35,6 +35,9 @@ type Response struct {
 	Repeat string
 	Times  int
 	Tail   []string
+	// RawRepeat writes Repeat byte for byte, without the SSE framing (e.g. data lines that never
+	// end an event).
+	RawRepeat bool
 	// Delay pauses before each event.
 	Delay time.Duration
 	// Abort drops the connection after the events, without ending the HTTP response (a stream
@@ -255,7 +258,10 @@ func (s *Server) write(w http.ResponseWriter, r *http.Request, resp Response) {
 					return false
 				}
 			}
-			n, err := io.WriteString(w, s.frame(ev))
+			if !resp.RawRepeat || ev != resp.Repeat {
+				ev = s.frame(ev)
+			}
+			n, err := io.WriteString(w, ev)
 			s.written.Add(int64(n))
 			if fl != nil {
 				fl.Flush()
