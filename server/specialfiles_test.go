@@ -368,3 +368,29 @@ func TestFieldCase_T09_GitAlternatesFIFO(t *testing.T) {
 	t.Logf("git.log and a media GET beside a FIFO alternates: %s", time.Since(start).Round(time.Millisecond))
 	assert.Less(t, time.Since(start), 5*time.Second*raceSlowdown)
 }
+
+// TestFieldCase_T09_WallTimeEndsStuckTool: the run's limits end a run whose tool is blocked in
+// the kernel as a cancel does: --max-run-time 1 s, a tool stuck in open(2), run:end (not ok,
+// saying the limit) within the limit and the grace.
+func TestFieldCase_T09_WallTimeEndsStuckTool(t *testing.T) {
+	e := newAgentEnv(t, script(t, []string{toolStep("stuck", `{}`)}, []string{textStep("never")}), func(c *Config) {
+		c.RunLimits.MaxWallTime = time.Second
+	})
+	stuck := stuckTool{fifo: filepath.Join(e.L.WS, "stuck.fifo"), entered: make(chan struct{})}
+	mkfifo(t, stuck.fifo)
+	e.srv.tools.Registry = tools.NewRegistry(append(allTools(), stuck)...)
+	c := e.dial()
+	c.hello()
+	sid := c.newSession()
+	end, took := timedRun(c, sid, "get stuck")
+	t.Logf("a tool blocked in open(2) under a 1 s run limit: run:end in %s", took.Round(time.Millisecond))
+	assert.Equal(t, false, end["ok"])
+	assert.Contains(t, end["error"], "limit of 1s per run")
+	assert.Less(t, took, 2*time.Second*raceSlowdown)
+	trs := c.toolResults(sid)
+	require.Len(t, trs, 1)
+	assert.Contains(t, trs[0]["text"], "time limit")
+	assert.Contains(t, trs[0]["text"], "abandoned")
+	releaseFIFO(stuck.fifo)
+	require.Eventually(t, func() bool { return agent.AbandonedTools() == 0 }, 5*time.Second, 5*time.Millisecond)
+}
