@@ -106,7 +106,11 @@ type Runtime struct {
 	tools  ToolRunner
 	slots  chan struct{} // Limits.MaxConcurrentRuns
 	base   context.Context
-	stop   context.CancelFunc
+	// ends bounds the runs' end writes: Shutdown ends it when its own bound expires, so a run
+	// ending against a stuck database does not hold the process past it.
+	ends    context.Context
+	endsOff context.CancelFunc
+	stop    context.CancelFunc
 
 	mu      sync.Mutex
 	closed  bool                    // Shutdown began: no new prompts
@@ -167,11 +171,12 @@ func New(cfg Config) (*Runtime, error) {
 		cfg.Tools = LookupTools{}
 	}
 	base, stop := context.WithCancel(context.Background())
+	ends, endsOff := context.WithCancel(context.Background())
 	return &Runtime{
 		cfg: cfg, st: cfg.Store, rep: cfg.Reporter, log: cfg.Logger,
 		writer: newTranscriptWriter(cfg.Store, cfg.Logger, cfg.Reporter.SessionChanged), conv: newConversations(),
 		models: cfg.Models, tools: cfg.Tools, slots: make(chan struct{}, cfg.Limits.MaxConcurrentRuns),
-		base: base, stop: stop,
+		base: base, stop: stop, ends: ends, endsOff: endsOff,
 		active: map[string]*run{}, pending: map[string][]*run{}, dropped: map[string][]droppedRun{},
 	}, nil
 }
@@ -435,7 +440,7 @@ func (r *Runtime) execute(ru *run, ready <-chan struct{}) {
 	// The conversation, when not in memory, is read after run:start, off the chat.send →
 	// run:start path. Its writes do not follow the run's context: a flush cancelled after its
 	// commit would queue its rows again.
-	lctx, lcancel := context.WithTimeout(context.Background(), time.Minute) // bounded by the store's timeouts
+	lctx, lcancel := context.WithTimeout(r.ends, time.Minute) // bounded by the store's timeouts, and shutdown's
 	err = r.loadConversation(lctx, ru.sessionID, ru.promptEv, ru.start)
 	lcancel()
 	if err == nil {
@@ -502,7 +507,7 @@ func (r *Runtime) execute(ru *run, ready <-chan struct{}) {
 		r.writer.drop(ru.sessionID)
 		r.conv.forget(ru.sessionID) // the model must not remember what the transcript does not keep
 		r.publish(&protocol.EventSignal{SessionID: ru.sessionID, RunID: ru.id, Event: &protocol.ErrorEvent{Message: msg, TurnID: optString(lastTurn)}}, ru)
-		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+		sctx, scancel := context.WithTimeout(r.ends, 5*time.Second)
 		x, serr = r.st.SetStatus(sctx, ru.sessionID, "error")
 		scancel()
 		if serr != nil && !errors.Is(serr, store.ErrNotFound) {
@@ -537,7 +542,7 @@ var endWriteTimeout = 10 * time.Second
 // the session as stored. A database busy or away is retried (100 ms doubling to 1 s) until
 // endWriteTimeout; any other refusal is final at once.
 func (r *Runtime) endWrite(sessionID, status string) (store.Session, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), endWriteTimeout)
+	ctx, cancel := context.WithTimeout(r.ends, endWriteTimeout)
 	defer cancel()
 	wait := 100 * time.Millisecond
 	for {
@@ -653,7 +658,8 @@ func (r *Runtime) Cancel(sessionID, runID string) bool {
 
 // Shutdown refuses new prompts, cancels every run, ends the queued follow-ups as interrupted
 // (each signalled after its session's running prompt ends), waits for the runs to end (bounded
-// by ctx) and flushes the transcripts.
+// by ctx: past it, the runs' end writes still waiting on the database give up, and those runs end
+// saying their transcript is not kept) and flushes the transcripts.
 func (r *Runtime) Shutdown(ctx context.Context) {
 	r.mu.Lock()
 	r.closed = true
@@ -672,6 +678,7 @@ func (r *Runtime) Shutdown(ctx context.Context) {
 	select {
 	case <-done:
 	case <-ctx.Done():
+		r.endsOff() // past ctx, the runs' end writes give up
 	}
 	if err := r.writer.flush(ctx); err != nil {
 		r.log.Error("transcript flush at shutdown failed", "err", err)

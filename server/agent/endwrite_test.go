@@ -31,6 +31,25 @@ func runEnds(t *testing.T, rep *recorder, n int) *protocol.RunEndSignal {
 	return last
 }
 
+// endFixture opens a store on a fresh database (queryTimeout 0: the default), a runtime on it
+// (stepDelay slows the scripted provider) and a session; it returns the database's URL too.
+func endFixture(t *testing.T, queryTimeout, stepDelay time.Duration) (string, *store.Store, *recorder, *Runtime, store.Session) {
+	t.Helper()
+	ctx := context.Background()
+	u := storetest.URL(t)
+	discard := slog.New(slog.NewTextHandler(io.Discard, nil))
+	st, err := store.Open(ctx, u, store.Options{Logger: discard, QueryTimeout: queryTimeout})
+	require.NoError(t, err)
+	t.Cleanup(st.Close)
+	rep := newRecorder()
+	rt, err := New(Config{Store: st, Reporter: rep, Logger: discard, StepDelay: stepDelay})
+	require.NoError(t, err)
+	t.Cleanup(rt.Close)
+	x, err := st.CreateSession(ctx, store.Session{Title: "t", AgentID: "build", Status: "idle"})
+	require.NoError(t, err)
+	return u, st, rep, rt, x
+}
+
 // TestFieldCase_T08_TranscriptWriteRefused: a run whose transcript Postgres keeps refusing (a
 // constraint refuses its run-summary row, so every flush of it fails) ends with run:end ok:false
 // and an error event saying the transcript is not kept, never ok:true; the session's status is
@@ -38,16 +57,7 @@ func runEnds(t *testing.T, rep *recorder, n int) *protocol.RunEndSignal {
 // (Consistent, behind sessions.loadEvents) answers and the next run is stored whole.
 func TestFieldCase_T08_TranscriptWriteRefused(t *testing.T) {
 	ctx := context.Background()
-	u := storetest.URL(t)
-	st, err := store.Open(ctx, u, store.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	require.NoError(t, err)
-	t.Cleanup(st.Close)
-	rep := newRecorder()
-	rt, err := New(Config{Store: st, Reporter: rep, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	require.NoError(t, err)
-	t.Cleanup(rt.Close)
-	x, err := st.CreateSession(ctx, store.Session{Title: "t", AgentID: "build", Status: "idle"})
-	require.NoError(t, err)
+	u, st, rep, rt, x := endFixture(t, 0, 0)
 	pg, err := pgx.Connect(ctx, u)
 	require.NoError(t, err)
 	t.Cleanup(func() { pg.Close(context.Background()) })
@@ -111,16 +121,7 @@ func TestFieldCase_T08_DatabaseAwayAtRunEnd(t *testing.T) {
 	endWriteTimeout = time.Second
 	t.Cleanup(func() { endWriteTimeout = old })
 	ctx := context.Background()
-	u := storetest.URL(t)
-	st, err := store.Open(ctx, u, store.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), QueryTimeout: 2 * time.Second})
-	require.NoError(t, err)
-	t.Cleanup(st.Close)
-	rep := newRecorder()
-	rt, err := New(Config{Store: st, Reporter: rep, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), StepDelay: 30 * time.Millisecond})
-	require.NoError(t, err)
-	t.Cleanup(rt.Close)
-	x, err := st.CreateSession(ctx, store.Session{Title: "t", AgentID: "build", Status: "idle"})
-	require.NoError(t, err)
+	u, st, rep, rt, x := endFixture(t, 2*time.Second, 30*time.Millisecond)
 	cfg, err := pgx.ParseConfig(u)
 	require.NoError(t, err)
 	db := cfg.Database
@@ -158,4 +159,41 @@ func TestFieldCase_T08_DatabaseAwayAtRunEnd(t *testing.T) {
 	got, err := st.GetSession(ctx, x.ID)
 	require.NoError(t, err)
 	assert.Equal(t, "idle", got.Status)
+}
+
+// TestFieldCase_T08_ShutdownWithStuckDatabase: SIGTERM's shutdown while Postgres hangs (a lock
+// holds the transcript's table) stays within its bound: past Shutdown's deadline the run's end
+// write gives up, and its run:end (ok:false, saying the transcript is not kept) follows at once
+// instead of after the store's own timeout.
+func TestFieldCase_T08_ShutdownWithStuckDatabase(t *testing.T) {
+	ctx := context.Background()
+	u, _, rep, rt, x := endFixture(t, 8*time.Second, 30*time.Millisecond)
+	pg, err := pgx.Connect(ctx, u)
+	require.NoError(t, err)
+	t.Cleanup(func() { pg.Close(context.Background()) })
+
+	_, stored, err := rt.Start(ctx, x, "Say hello.", nil)
+	require.NoError(t, err)
+	require.NoError(t, stored(ctx))
+	waitFor[*protocol.EventSignal](t, rep) // the prompt
+	require.Eventually(t, func() bool { return count[*protocol.EventSignal](rep) >= 2 }, 5*time.Second, 5*time.Millisecond, "the run streams")
+	tx, err := pg.Begin(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = tx.Rollback(context.Background()) }) // before the store closes
+	_, err = tx.Exec(ctx, `LOCK TABLE events IN ACCESS EXCLUSIVE MODE`)
+	require.NoError(t, err)
+	require.Zero(t, count[*protocol.RunEndSignal](rep), "the run was still streaming when the database hung")
+
+	start := time.Now()
+	sctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	rt.Shutdown(sctx)
+	end := runEnds(t, rep, 1)
+	took := time.Since(start)
+	t.Logf("run:end %s after Shutdown began (its bound: 1 s)", took)
+	assert.Less(t, took, 3*time.Second, "the end write gave up at Shutdown's bound")
+	assert.False(t, end.OK)
+	require.NotNil(t, end.Error)
+	assert.Contains(t, *end.Error, "transcript could not be stored")
+	require.NoError(t, tx.Rollback(ctx))
 }

@@ -45,7 +45,7 @@ type transcriptWriter struct {
 	// later holds, by session, the status of a run's end that could not be written (the
 	// database was away): the next flush that succeeds writes it, unless a run started since.
 	later   map[string]string
-	flushMu sync.Mutex // one flush at a time keeps rows in order
+	flushMu chan struct{} // holds one token per flush in progress: one at a time keeps rows in order
 	stop    chan struct{}
 	stopped chan struct{}
 	// halt ends the periodic flush in progress when the writer closes: shutdown flushed what it
@@ -96,7 +96,7 @@ func (b *openBlock) due(now time.Time) bool {
 // store.Session.Version orders them).
 func newTranscriptWriter(st *store.Store, log *slog.Logger, stored func(store.Session)) *transcriptWriter {
 	w := &transcriptWriter{st: st, log: log, stored: stored, open: map[string]*openBlock{}, starts: map[string]*runStart{},
-		stop: make(chan struct{}), stopped: make(chan struct{})}
+		stop: make(chan struct{}), stopped: make(chan struct{}), flushMu: make(chan struct{}, 1)}
 	w.halt, w.quit = context.WithCancel(context.Background())
 	go w.loop()
 	return w
@@ -200,7 +200,15 @@ func (w *transcriptWriter) closeLocked(sessionID string) {
 }
 
 func (w *transcriptWriter) row(sessionID string, ev protocol.StreamEvent) (store.EventRow, bool) {
-	body, err := protocol.Marshal(ev)
+	var body []byte
+	var err error
+	if m, ok := ev.(json.Marshaler); ok {
+		// The generated encoders write what protocol.Marshal would (no HTML escaping, compact);
+		// through Marshal a block's megabytes were validated and copied twice more (T08).
+		body, err = m.MarshalJSON()
+	} else {
+		body, err = protocol.Marshal(ev)
+	}
 	if err != nil {
 		w.log.Error("encode event", "err", err)
 		return store.EventRow{}, false
@@ -449,8 +457,12 @@ func (w *transcriptWriter) flush(ctx context.Context) error {
 // round trip (a run's end), and returns the session as stored. The rows of a session whose run's
 // start is being written stay queued.
 func (w *transcriptWriter) flushStatus(ctx context.Context, sessionID, status string) (store.Session, error) {
-	w.flushMu.Lock()
-	defer w.flushMu.Unlock()
+	select { // a flush waits for the one in progress only as long as its ctx allows
+	case w.flushMu <- struct{}{}:
+	case <-ctx.Done():
+		return store.Session{}, fmt.Errorf("flush transcript: waiting for the flush in progress: %w", context.Cause(ctx))
+	}
+	defer func() { <-w.flushMu }()
 	w.mu.Lock()
 	var rows, held []queuedRow
 	for _, r := range w.pending {
