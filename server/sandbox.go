@@ -100,6 +100,16 @@ func (l execLauncher) Prepare(cmd *exec.Cmd, req tools.LaunchRequest) (tools.Lau
 	return tools.Launched{Sandbox: string(p)}, err
 }
 
+// CheckLaunch implements tools.LaunchChecker: a command whose session policy cannot run here is
+// refused before it is approved.
+func (l execLauncher) CheckLaunch(req tools.LaunchRequest) error {
+	p, _, err := l.s.sessionPolicy(l.s.baseCtx, req.SessionID)
+	if err != nil {
+		return err
+	}
+	return l.s.sandbox.Check(p)
+}
+
 // sessionPolicy returns the policy sessionID's commands run under: the one an admin set, else
 // the server's default.
 func (s *Server) sessionPolicy(ctx context.Context, sessionID string) (sandbox.Policy, bool, error) {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/zidane-server/zidane/server/agent"
 	"github.com/zidane-server/zidane/server/agent/provider/scripted"
+	"github.com/zidane-server/zidane/server/workspace/sandbox"
 )
 
 // toolResult is a tool-result event as a client sees it.
@@ -126,4 +127,45 @@ func TestAgentExecUnderTheSessionSandbox(t *testing.T) {
 	assert.Equal(t, "read-only", res["c5"].sandbox)
 	_, err = os.Stat(filepath.Join(root, "ro.txt"))
 	assert.True(t, os.IsNotExist(err))
+}
+
+// TestExecTheSandboxRefusesIsRefusedBeforeApproval (issue 21 item 6): where the session's policy
+// cannot run (here every kernel feature forced unsupported), an exec is refused at once, naming
+// the policy and what is missing, and nobody is asked to approve it; nothing runs.
+func TestExecTheSandboxRefusesIsRefusedBeforeApproval(t *testing.T) {
+	outside := t.TempDir()
+	marker := filepath.Join(outside, "ran")
+	script := `{"turns":[{"steps":[{"tool":{"name":"exec","arguments":{"command":"touch ` + marker + `"},"id":"c1"}}]},{"steps":[{"text":"done"}]}]}`
+	sc, err := scripted.Parse([]byte(script))
+	require.NoError(t, err)
+	models, err := agent.NewRegistry(context.Background(), "", scripted.New(scripted.Options{Script: sc}))
+	require.NoError(t, err)
+	e := newEnv(t, func(c *Config) {
+		c.Models = models
+		c.Sandbox.Unsupported = []sandbox.Feature{"all"}
+	})
+	c := e.dial()
+	c.hello()
+	sid := c.newSession()
+	c.result("chat.send", fmt.Sprintf(`{"sessionId":%q,"prompt":"go"}`, sid))
+	var result map[string]any
+	for {
+		s := c.nextSignal()
+		if s.session != sid {
+			continue
+		}
+		p := decodeObj(t, s.raw)["params"].(map[string]any)
+		require.NotEqual(t, "approval:request", s.kind, "a command the sandbox refuses is not put to the user")
+		if ev, ok := p["event"].(map[string]any); ok && ev["kind"] == "tool-result" {
+			result = ev
+		}
+		if s.kind == "run:end" {
+			break
+		}
+	}
+	require.NotNil(t, result)
+	assert.Equal(t, true, result["isError"])
+	assert.Contains(t, result["text"], "workspace-write needs")
+	assert.Contains(t, result["text"], "the command was not run")
+	assert.NoFileExists(t, marker)
 }

@@ -66,6 +66,13 @@ type Launcher interface {
 	Prepare(cmd *exec.Cmd, req LaunchRequest) (Launched, error)
 }
 
+// LaunchChecker is a Launcher that can say, before a command is approved, that it would refuse
+// it (a sandbox policy this machine cannot enforce): exec's Check asks it, so such a command is
+// refused before anyone is asked to approve it.
+type LaunchChecker interface {
+	CheckLaunch(req LaunchRequest) error
+}
+
 // Launched says how a Launcher prepared a command.
 type Launched struct {
 	// Sandbox names the sandbox policy the command runs under ("" when it runs without one).
@@ -115,6 +122,11 @@ func (Exec) Check(_ context.Context, env *Env, input json.RawMessage) (*Call, er
 	dir, err := env.WS.Folder(env.Cwd)
 	if err != nil {
 		return nil, err
+	}
+	if lc, ok := env.cfg().Launcher.(LaunchChecker); ok {
+		if err := lc.CheckLaunch(LaunchRequest{Command: in.Command, Dir: dir, Roots: env.WS.Roots(), SessionID: env.SessionID}); err != nil {
+			return nil, failf("exec: the command did not run: %v", err)
+		}
 	}
 	return &Call{Summary: "exec " + in.Command, Command: ParseCommand(in.Command), Cwd: dir.Abs()}, nil
 }

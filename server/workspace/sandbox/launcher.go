@@ -26,6 +26,8 @@ func Main() {
 	case "":
 		hooked.Store(true)
 		return
+	case "spawn":
+		os.Exit(spawnStage())
 	case "init":
 		os.Exit(initStage())
 	case "exec":
@@ -63,6 +65,55 @@ func readSpec() (*launchSpec, string, error) {
 	return &sp, raw, nil
 }
 
+// spawnStage starts the init stage for a non-dumpable parent (needsSpawn): freshly executed, it
+// is dumpable, so it can write the init stage's uid_map, which its parent could not. It forwards
+// signals to the init stage and exits with its status.
+func spawnStage() int {
+	sp, raw, err := readSpec()
+	if err != nil {
+		return fail("spawn", err)
+	}
+	attr := &syscall.SysProcAttr{}
+	initAttr(attr, sp.NewNet)
+	p, err := os.StartProcess("/proc/self/exe", []string{"zidane-sandbox", "init"}, &os.ProcAttr{
+		Dir: "/", Env: []string{stageEnv + "=init", specEnv + "=" + raw},
+		Files: []*os.File{os.Stdin, os.Stdout, os.Stderr}, Sys: attr,
+	})
+	if err != nil {
+		return fail("spawn", err)
+	}
+	return forwardAndWait(p)
+}
+
+// forwardAndWait forwards the signals a command's launcher gets to p, reaps every child, and
+// returns p's status as a shell would (128+N when signal N killed it).
+func forwardAndWait(p *os.Process) int {
+	sigs := make(chan os.Signal, 16)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2)
+	go func() {
+		for s := range sigs {
+			_ = syscall.Kill(p.Pid, s.(syscall.Signal))
+		}
+	}()
+	for {
+		var ws syscall.WaitStatus
+		pid, err := syscall.Wait4(-1, &ws, 0, nil)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return fail("wait", err)
+		}
+		if pid != p.Pid {
+			continue
+		}
+		if ws.Signaled() {
+			return 128 + int(ws.Signal())
+		}
+		return ws.ExitStatus()
+	}
+}
+
 // initStage is PID 1 of the sandbox's PID namespace, holding capabilities only in the new user
 // namespace: it builds the mounts and the network, starts the exec stage, forwards signals to it,
 // reaps every orphan, and exits with the command's status. When it exits the kernel kills every
@@ -85,8 +136,6 @@ func initStage() int {
 			return fail("network", err)
 		}
 	}
-	sigs := make(chan os.Signal, 16)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2)
 	p, err := os.StartProcess("/proc/self/exe", []string{"zidane-sandbox", "exec"}, &os.ProcAttr{
 		Dir: "/", Env: []string{stageEnv + "=exec", specEnv + "=" + raw},
 		Files: []*os.File{os.Stdin, os.Stdout, os.Stderr},
@@ -95,28 +144,7 @@ func initStage() int {
 	if err != nil {
 		return fail("init", err)
 	}
-	go func() {
-		for s := range sigs {
-			_ = syscall.Kill(p.Pid, s.(syscall.Signal))
-		}
-	}()
-	for {
-		var ws syscall.WaitStatus
-		pid, err := syscall.Wait4(-1, &ws, 0, nil)
-		if err == syscall.EINTR {
-			continue
-		}
-		if err != nil {
-			return fail("init", err)
-		}
-		if pid != p.Pid {
-			continue
-		}
-		if ws.Signaled() {
-			return 128 + int(ws.Signal())
-		}
-		return ws.ExitStatus()
-	}
+	return forwardAndWait(p)
 }
 
 // loopbackUp brings up the new network namespace's loopback (the namespace's own; the host's

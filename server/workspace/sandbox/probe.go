@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -33,7 +35,8 @@ func (s *Sandbox) probe() Support {
 		return sup
 	}
 	if r, err := s.launchCheck(scratch, false, sup.Available[Landlock]); err != nil {
-		sup.Notes = append(sup.Notes, "Namespaces: "+err.Error())
+		sup.Notes = append(sup.Notes, "Namespaces: "+err.Error()+namespacesRemedy(err))
+		sup.reasons = map[Feature]string{Namespaces: sup.Notes[len(sup.Notes)-1]}
 	} else if r.CapEff != "0000000000000000" || r.CapBnd != "0000000000000000" || r.NoNewPrivs != "1" || r.Pids > 3 || r.RootWritable {
 		sup.Notes = append(sup.Notes, fmt.Sprintf("Namespaces: a sandboxed command kept privileges or reach (%+v).", r))
 	} else {
@@ -93,11 +96,41 @@ func (s *Sandbox) launchCheck(scratch string, newNet, withLandlock bool) (*check
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("a sandboxed command did not run (%v): %s", err, strings.TrimSpace(errb.String()))
+		if msg := strings.TrimSpace(errb.String()); msg != "" {
+			return nil, fmt.Errorf("a sandboxed command did not run (%w): %s", err, msg)
+		}
+		return nil, fmt.Errorf("a sandboxed command did not run (%w)", err)
 	}
 	var r checkReport
 	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
 		return nil, fmt.Errorf("a sandboxed command's report: %w", err)
 	}
 	return &r, nil
+}
+
+// namespacesRemedy says why the kernel refused the sandbox's namespaces and what the operator can
+// do, from the error and the kernel's settings ("" when the error is not such a refusal).
+func namespacesRemedy(err error) string {
+	if !errors.Is(err, syscall.EPERM) && !errors.Is(err, syscall.EACCES) && !errors.Is(err, syscall.ENOSPC) &&
+		!strings.Contains(err.Error(), "zidane-sandbox: spawn:") {
+		return ""
+	}
+	setting := func(p string) string {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return ""
+		}
+		return strings.TrimSpace(string(b))
+	}
+	who := fmt.Sprintf("the server's user (uid %d)", os.Geteuid())
+	switch {
+	case setting("/proc/sys/user/max_user_namespaces") == "0":
+		return " Cause: user namespaces are off (user.max_user_namespaces = 0). Remedy: sysctl -w user.max_user_namespaces=15000 (and in /etc/sysctl.d to keep it)."
+	case os.Geteuid() != 0 && setting("/proc/sys/kernel/unprivileged_userns_clone") == "0":
+		return " Cause: the kernel refuses user namespaces to unprivileged users (kernel.unprivileged_userns_clone = 0). Remedy: sysctl -w kernel.unprivileged_userns_clone=1, or run the server as root."
+	case os.Geteuid() != 0 && setting("/proc/sys/kernel/apparmor_restrict_unprivileged_userns") == "1":
+		return " Cause: AppArmor restricts unprivileged user namespaces (kernel.apparmor_restrict_unprivileged_userns = 1, Ubuntu 23.10 and later). Remedy: an AppArmor profile for the zidane-server binary that allows userns, or sysctl -w kernel.apparmor_restrict_unprivileged_userns=0, or run the server as root."
+	default:
+		return " Cause: the kernel, a security module or a container's seccomp profile refused " + who + " new user namespaces (check: unshare -Urn true, as that user). Remedy: allow them (a container: a seccomp profile that permits clone with CLONE_NEWUSER), or run the server as root."
+	}
 }

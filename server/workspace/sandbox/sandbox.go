@@ -181,6 +181,8 @@ type Support struct {
 	Notes []string
 	// ProbedAt is when the probe ran.
 	ProbedAt time.Time
+	// reasons are the notes saying why a feature failed, cause and remedy, for Check's error.
+	reasons map[Feature]string
 }
 
 // ErrUnsupported is returned (wrapped) when the session's policy needs a feature this machine
@@ -286,14 +288,21 @@ func (s *Sandbox) Check(p Policy) error {
 		return nil
 	}
 	sup := s.Support(false)
-	var missing []string
+	var missing, why []string
 	for _, f := range p.Needs() {
 		if !sup.Available[f] {
 			missing = append(missing, string(f))
+			if r := sup.reasons[f]; r != "" {
+				why = append(why, r)
+			}
 		}
 	}
 	if len(missing) > 0 {
-		return fmt.Errorf("%w: policy %s needs %s, which this server's kernel does not provide (see host.info); the command was not run", ErrUnsupported, p, strings.Join(missing, ", "))
+		detail := "see host.info"
+		if len(why) > 0 {
+			detail = strings.Join(why, " ")
+		}
+		return fmt.Errorf("%w: policy %s needs %s, which this server's kernel does not provide (%s); the command was not run", ErrUnsupported, p, strings.Join(missing, ", "), detail)
 	}
 	return nil
 }

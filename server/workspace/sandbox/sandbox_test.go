@@ -47,6 +47,9 @@ func needSandbox(t *testing.T, f *fixture) {
 	t.Helper()
 	sup := f.sb.Support(false)
 	if !sup.Available[Landlock] || !sup.Available[Namespaces] || !sup.Available[NetNamespace] {
+		if os.Getenv(nonRootEnv) != "" {
+			t.Fatalf("the sandbox cannot run for uid %d: %v", os.Getuid(), sup.Notes)
+		}
 		t.Skipf("this kernel cannot sandbox: %v", sup.Notes)
 	}
 }

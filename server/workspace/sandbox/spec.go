@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/zidane-server/zidane/server/workspace"
 )
 
@@ -274,16 +276,41 @@ func prepare(cmd *exec.Cmd, sp *launchSpec) error {
 		return errors.New("sandbox: the command and its environment are too long to sandbox (over 120 KiB)")
 	}
 	cmd.Path = "/proc/self/exe"
-	cmd.Args = []string{"zidane-sandbox", "init"}
-	cmd.Env = []string{stageEnv + "=init", specEnv + "=" + string(raw)}
 	cmd.Dir = "/"
 	attr := cmd.SysProcAttr
 	if attr == nil {
 		attr = &syscall.SysProcAttr{}
 		cmd.SysProcAttr = attr
 	}
+	attr.Pdeathsig = syscall.SIGKILL
+	if needsSpawn() {
+		// The spawn stage, a fresh exec and so dumpable, starts the init stage in its stead.
+		cmd.Args = []string{"zidane-sandbox", "spawn"}
+		cmd.Env = []string{stageEnv + "=spawn", specEnv + "=" + string(raw)}
+		return nil
+	}
+	cmd.Args = []string{"zidane-sandbox", "init"}
+	cmd.Env = []string{stageEnv + "=init", specEnv + "=" + string(raw)}
+	initAttr(attr, sp.NewNet)
+	return nil
+}
+
+// needsSpawn reports whether this process cannot start the init stage itself: a non-dumpable
+// process (the server marks itself so at start) that is not root cannot write its child's
+// uid_map, which the kernel then gives to root (issue 21 item 6).
+func needsSpawn() bool {
+	if os.Geteuid() == 0 {
+		return false
+	}
+	d, err := unix.PrctlRetInt(unix.PR_GET_DUMPABLE, 0, 0, 0, 0)
+	return err == nil && d != 1
+}
+
+// initAttr sets what starts the init stage: new namespaces, and the caller's ids mapped to root
+// inside.
+func initAttr(attr *syscall.SysProcAttr, newNet bool) {
 	attr.Cloneflags |= syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWPID | syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS
-	if sp.NewNet {
+	if newNet {
 		attr.Cloneflags |= syscall.CLONE_NEWNET
 	}
 	// Root inside maps to the server's user outside: the launcher holds capabilities only in the
@@ -293,5 +320,4 @@ func prepare(cmd *exec.Cmd, sp *launchSpec) error {
 	attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getgid(), Size: 1}}
 	attr.GidMappingsEnableSetgroups = false
 	attr.Pdeathsig = syscall.SIGKILL
-	return nil
 }
