@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -236,4 +238,38 @@ func TestFieldCase_T08_DataLinesNeverFormAnEvent(t *testing.T) {
 
 	r := runBounded(t, c, sid, "Say something.")
 	assertCut(t, s, f.Written(), r, "Start.", "262144 bytes on the wire", "--max-turn-bytes")
+}
+
+// TestFieldCase_T08_TranscriptRefusedThroughTheServer: the real server with a Postgres that
+// refuses a run's transcript (a constraint refuses its run-summary row): run:end is ok:false
+// saying the transcript is not kept, never ok:true; sessions.loadEvents answers (not "busy"),
+// sessions.get says "error", not "running"; once Postgres takes rows again the next prompt's run
+// is stored.
+func TestFieldCase_T08_TranscriptRefusedThroughTheServer(t *testing.T) {
+	db := storetest.URL(t)
+	s := startServer(t, serverOpts{dbURL: db})
+	c := dial(t, s, s.mintToken("t08d", "chat"))
+	c.hello()
+	sid, _ := createSession(t, c)
+	ctx := context.Background()
+	pg, err := pgx.Connect(ctx, db)
+	require.NoError(t, err)
+	defer pg.Close(ctx)
+	_, err = pg.Exec(ctx, `ALTER TABLE events ADD CONSTRAINT t08_refuse CHECK (kind <> 'run-summary') NOT VALID`)
+	require.NoError(t, err)
+
+	r := runBounded(t, c, sid, "Say hello.")
+	assert.False(t, r.endOK, "run:end ok:true for a transcript that is not stored")
+	assert.Contains(t, r.endErr, "transcript could not be stored")
+	assert.Equal(t, r.endErr, r.errEvent)
+	assert.Equal(t, "error", r.status)
+	require.NotEmpty(t, r.stored)
+	assert.Equal(t, "user-prompt", r.stored[0].Kind, "the prompt was stored at the run's start")
+
+	_, err = pg.Exec(ctx, `ALTER TABLE events DROP CONSTRAINT t08_refuse`)
+	require.NoError(t, err)
+	r = runBounded(t, c, sid, "Again.")
+	assert.True(t, r.endOK, "%s", r.endErr)
+	assert.Equal(t, "run-summary", r.stored[len(r.stored)-1].Kind)
+	assert.Equal(t, "idle", r.status)
 }

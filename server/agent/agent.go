@@ -384,7 +384,8 @@ func (r *Runtime) contentLock(sessionID string) *sync.Mutex {
 //
 // The invariant: while fn runs, no event of the session is handed to the transcript writer or
 // signalled, and every event signalled before is in the store or in open, or belongs to a run that
-// was refused (its prompt's write failed: nothing of it is kept, and its run:end says so). Because emit gives
+// was refused (its prompt's write failed: nothing of it is kept, and its run:end says so) or whose
+// end could not be written (its rows were dropped, and its run:end says so). Because emit gives
 // an event to the writer and publishes its signal (taking the next $seq) under the same lock,
 // a watermark W read inside fn (the hub's last $seq of the session) and a store.Mark read inside
 // fn delimit the same content: every event signal with $seq <= W is in the events before the
@@ -503,16 +504,22 @@ func (r *Runtime) execute(ru *run, ready <-chan struct{}) {
 	} else if x, serr = r.endWrite(ru.sessionID, status); serr != nil && !errors.Is(serr, store.ErrNotFound) {
 		r.log.Error("transcript write at the run's end failed; the run ends with an error", "session", ru.sessionID, "err", serr)
 		msg := lostMessage(serr)
-		end.OK, end.Error, end.Interrupted = false, &msg, nil
+		end.OK, end.Error = false, &msg
+		l := r.contentLock(ru.sessionID) // as emit: no snapshot of the session between the two
+		l.Lock()
 		r.writer.drop(ru.sessionID)
 		r.conv.forget(ru.sessionID) // the model must not remember what the transcript does not keep
 		r.publish(&protocol.EventSignal{SessionID: ru.sessionID, RunID: ru.id, Event: &protocol.ErrorEvent{Message: msg, TurnID: optString(lastTurn)}}, ru)
+		l.Unlock()
+		if status == "idle" {
+			status = "error"
+		}
 		sctx, scancel := context.WithTimeout(r.ends, 5*time.Second)
-		x, serr = r.st.SetStatus(sctx, ru.sessionID, "error")
+		x, serr = r.st.SetStatus(sctx, ru.sessionID, status)
 		scancel()
 		if serr != nil && !errors.Is(serr, store.ErrNotFound) {
 			r.log.Error("session status; written once the database answers", "session", ru.sessionID, "err", serr)
-			r.writer.statusLater(ru.sessionID, "error")
+			r.writer.statusLater(ru.sessionID, status)
 		}
 	}
 	r.mu.Lock()
