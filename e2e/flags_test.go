@@ -32,6 +32,7 @@ func TestNegativeLimitsRefused(t *testing.T) {
 		{[]string{"--max-message-bytes", "0"}, "--max-message-bytes 0: must be positive"},
 		{[]string{"--hello-timeout=0s"}, "--hello-timeout 0s: must be positive; give a positive value, or leave the flag out for its default (30s)"},
 		{[]string{"--request-timeout=-5s"}, "--request-timeout -5s: must be positive"},
+		{[]string{"--max-turn-bytes", "-1"}, "--max-turn-bytes -1: must be positive"},
 	} {
 		args := append([]string{"start", "--listen", freeAddr(t), "--data-dir", t.TempDir()}, tc.args...)
 		out, err := run(args...)
