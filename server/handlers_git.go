@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/zidane-server/zidane/protocol"
+	"github.com/zidane-server/zidane/server/workspace"
 	"github.com/zidane-server/zidane/server/workspace/gitx"
 )
 
@@ -148,6 +149,8 @@ func gitErr(err error, dir string) error {
 		return protocol.NewHandlerFailedError(fmt.Sprintf("The branch's upstream remote is refused (%v): git.sync syncs only with a remote configured in the repository (remote.<name>.url) that names no remote helper; add one (git remote add) and set it as the upstream (git branch --set-upstream-to).", err))
 	case errors.Is(err, gitx.ErrLocalPush):
 		return protocol.NewHandlerFailedError(fmt.Sprintf("git.sync does not push to a local repository (%v): git would start that repository's own receive side, whose hooks would run as the server's user outside the sandbox. Give the remote an https or ssh push URL (git remote set-url --push), or push from your own shell; fetching from a local path still works.", err))
+	case errors.Is(err, gitx.ErrHomeURL):
+		return protocol.NewHandlerFailedError(fmt.Sprintf("The remote's URL is refused (%v): git would read it from a home folder, outside the workspace roots. Give the remote an absolute path inside the roots, or an https or ssh URL (git remote set-url).", err))
 	case errors.Is(err, gitx.ErrDiverged):
 		return protocol.NewHandlerFailedError(fmt.Sprintf("The branch %v; merge or rebase it yourself, then sync again.", err))
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
@@ -448,9 +451,20 @@ func (s *Server) checkRemoteURL(ctx context.Context, u string) (string, error) {
 	if err != nil {
 		return "", refuse("a local path must be an existing folder inside the workspace roots")
 	}
+	// Git's upload-pack (and clone) take the first of dir/.git, dir, dir.git/.git, dir.git (and
+	// a clone dir.bundle) that is a repository: dir itself must be one, and nothing git could
+	// take instead of it may lie beside it (a link out of the roots the agent made there).
+	for _, alt := range []string{dir + ".git", dir + ".bundle"} {
+		if _, err := os.Lstat(alt); err == nil {
+			return "", refuse("git could read " + filepath.Base(alt) + " beside it instead; name that repository itself, or remove it")
+		}
+	}
 	// The folder is inside the roots; its git data must be too (a .git file or link, or borrowed
 	// object stores, could point elsewhere on the machine).
 	if repo, err := s.git.Open(ctx, dir); err == nil {
+		if repo.Top != dir {
+			return "", refuse("it is a folder inside a repository, not the repository's top folder")
+		}
 		err = s.gitDataInside(repo.Top, repo.GitDir, repo.CommonDir)
 		if err != nil {
 			return "", refuse("the repository keeps its data outside the workspace roots")
@@ -459,6 +473,9 @@ func (s *Server) checkRemoteURL(ctx context.Context, u string) (string, error) {
 	}
 	if _, err := os.Lstat(filepath.Join(dir, ".git")); err == nil {
 		return "", refuse("its .git cannot be read as a repository inside the workspace roots")
+	}
+	if !workspace.IsGitDir(dir) {
+		return "", refuse("it is not a repository (a work tree's top folder, or a bare repository)")
 	}
 	if err := s.gitDataInside(dir, dir); err != nil { // a bare repository: the folder is its git folder
 		return "", refuse("the repository keeps its data outside the workspace roots")

@@ -119,6 +119,9 @@ func (r *Runner) Sync(ctx context.Context, top string, checkURL func(string) err
 		return nil, err
 	}
 	for _, u := range append(append([]string{}, fetchURLs...), pushURLs...) {
+		if u, err = asGitResolves(top, u); err != nil {
+			return nil, err
+		}
 		if err := checkURL(u); err != nil {
 			return nil, err
 		}
@@ -158,6 +161,25 @@ func (r *Runner) Sync(ctx context.Context, top string, checkURL func(string) err
 		res.Pushed = st.Ahead
 	}
 	return res, nil
+}
+
+// ErrHomeURL: a remote's local path starts with "~", which git expands to a home folder.
+var ErrHomeURL = errors.New("a local remote path starts with ~")
+
+// asGitResolves returns a remote URL as git run at top resolves it: a relative local path joined
+// to top (git's cwd), a path starting with "~" (git expands it to a home folder) refused with
+// ErrHomeURL. Other URLs are returned as they are.
+func asGitResolves(top, u string) (string, error) {
+	if !IsLocalURL(u) || urlSchemeRE.MatchString(u) {
+		return u, nil
+	}
+	if strings.HasPrefix(u, "~") {
+		return "", fmt.Errorf("%w: %q", ErrHomeURL, u)
+	}
+	if !filepath.IsAbs(u) {
+		return filepath.Join(top, u), nil
+	}
+	return u, nil
 }
 
 // remoteURLs returns the URLs git fetches from and pushes to for the named remote, rewritten as
