@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -242,6 +243,18 @@ func sandboxPids(t *testing.T, launcher int) int {
 	ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", launcher))
 	if err != nil {
 		return 0
+	}
+	if own, _ := os.Readlink("/proc/self/ns/pid"); ns == own {
+		// The launcher is the spawn stage (a non-root, non-dumpable run): the namespace is its
+		// child's.
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", launcher, launcher))
+		if err != nil || len(strings.Fields(string(b))) == 0 {
+			return 0
+		}
+		child, _ := strconv.Atoi(strings.Fields(string(b))[0])
+		if ns, err = os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", child)); err != nil {
+			return 0
+		}
 	}
 	ents, err := os.ReadDir("/proc")
 	require.NoError(t, err)
