@@ -34,10 +34,20 @@ type cliProc struct {
 // startCLI starts the real zidane binary with ZIDANE_URL=url and ZIDANE_TOKEN=tok.
 func startCLI(t *testing.T, url, tok string, args ...string) *cliProc {
 	t.Helper()
+	return startCLIWith(t, url, tok, nil, args...)
+}
+
+// startCLIWith is startCLI with setup, when not nil, changing the command before it starts (its
+// stdin, or a terminal for its stdin and stderr).
+func startCLIWith(t *testing.T, url, tok string, setup func(*exec.Cmd), args ...string) *cliProc {
+	t.Helper()
 	p := &cliProc{t: t, stdout: &syncBuf{}, stderr: &syncBuf{}, done: make(chan struct{})}
 	p.cmd = exec.Command(cliBin, args...)
 	p.cmd.Env = env(false, "ZIDANE_URL="+url, "ZIDANE_TOKEN="+tok)
 	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
+	if setup != nil {
+		setup(p.cmd)
+	}
 	require.NoError(t, p.cmd.Start())
 	go func() {
 		err := p.cmd.Wait()

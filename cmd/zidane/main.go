@@ -6,7 +6,8 @@
 //
 // Without --json it prints the assistant's text of its run; with --json it prints each sequenced
 // signal of its run (those with $seq; not the ephemeral stream:progress) as one JSON object per
-// line (JSON Lines, no HTML escaping). It survives a dropped
+// line (JSON Lines, no HTML escaping). It answers the run's approvals and questions at the
+// terminal, from JSON lines on stdin, or as --approve says (answerHelp). It survives a dropped
 // connection (the client reconnects and resumes the session). Ctrl-C cancels the run on the
 // server, waits for its run:end and exits 130; a second Ctrl-C exits at once. Exit codes: 0 the
 // run ended ok, 1 it failed or the server could not be used, 2 bad usage or no server found,
@@ -77,6 +78,9 @@ Output: the assistant's text of this prompt's run only; --json prints each signa
 one JSON object per line (those with a $seq: not the passing stream:progress). A dropped connection is resumed without losing or repeating anything.
 Ctrl-C cancels the run on the server (chat.cancel), waits for it to end and exits 130; a second
 Ctrl-C exits at once.
+
+` + answerHelp + `
+
 Exit codes: 0 ok, 1 the run failed or the server could not be used, 2 bad usage or no server
 found, 130 interrupted.`
 
@@ -89,6 +93,7 @@ type promptOptions struct {
 	cancelWait time.Duration
 	dataDir    string
 	model      string
+	approve    string
 }
 
 func rootCmd(stdout, stderr io.Writer) *cobra.Command {
@@ -105,6 +110,10 @@ func rootCmd(stdout, stderr io.Writer) *cobra.Command {
 				fmt.Fprintln(stderr, "zidane: -c \"prompt\" is required (zidane --help)")
 				return exitError{exitUsage}
 			}
+			if !validApprove(o.approve) {
+				fmt.Fprintf(stderr, "zidane: --approve %q: use ask (the default), allow or never (zidane --help)\n", o.approve)
+				return exitError{exitUsage}
+			}
 			return exitError{runPrompt(o, stdout, stderr)}
 		},
 	}
@@ -113,6 +122,7 @@ func rootCmd(stdout, stderr io.Writer) *cobra.Command {
 	f.StringVarP(&o.prompt, "prompt", "c", "", "the prompt to send")
 	f.BoolVar(&o.asJSON, "json", false, "print each signal of the run (with its $seq) as one JSON object per line")
 	f.StringVar(&o.sessionID, "session", "", "send to this session instead of creating one")
+	f.StringVar(&o.approve, "approve", approveAsk, "answer approvals and questions: ask (at the terminal, or JSON lines on stdin), allow (each approval once; questions dismissed) or never (deny; dismiss)")
 	f.DurationVar(&o.timeout, "timeout", 10*time.Minute, "give up after this long")
 	f.DurationVar(&o.cancelWait, "cancel-wait", 10*time.Second, "after Ctrl-C, how long to wait for the cancelled run to end")
 	// --data-dir is every command's (zidane models too).

@@ -300,6 +300,12 @@ func runPrompt(o promptOptions, stdout, stderr io.Writer) int {
 	p := &printer{out: stdout, stderr: stderr, sid: sid, runID: res.RunID, prompt: o.prompt, asJSON: o.asJSON, newSession: o.sessionID == ""}
 	p.enc = json.NewEncoder(stdout)
 	p.enc.SetEscapeHTML(false)
+	p.ans = &answerer{c: c, sid: sid, mode: o.approve, tty: !o.asJSON && isTerminal(os.Stdin), stdin: os.Stdin, stderr: stderr,
+		beforePrompt: func() {
+			if p.lastText {
+				fmt.Fprintln(stderr) // the prompt starts on a line of its own
+			}
+		}}
 
 	var cancelDeadline <-chan time.Time
 	cancelling := false
@@ -326,6 +332,8 @@ func runPrompt(o promptOptions, stdout, stderr io.Writer) int {
 				}
 				return code
 			}
+		case l, ok := <-p.ans.lineCh():
+			p.ans.line(l, ok)
 		case <-interrupts:
 			if cancelling {
 				fmt.Fprintln(stderr, "zidane: interrupted again; exiting without waiting")
@@ -401,6 +409,7 @@ type printer struct {
 	ended       bool
 	lastText    bool
 	printed     strings.Builder // the markdown text printed so far (text mode)
+	ans         *answerer       // answers the run's approvals and questions; nil: none (tests)
 }
 
 // take handles one item of the signal stream; done reports the run's end, with the exit code.
@@ -434,6 +443,9 @@ func (p *printer) take(ev client.SignalEvent) (done bool, code int) {
 	}
 	if p.asJSON {
 		p.enc.Encode(ev.Raw)
+	}
+	if p.ans != nil && ev.Signal != nil {
+		p.ans.take(ev.Signal)
 	}
 	switch s := ev.Signal.(type) {
 	case *protocol.EventSignal:
