@@ -192,10 +192,12 @@ func TestViewShowsPathFoldersAndExposedOnes(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(tool, "bin", "mytool"), []byte("#!/bin/sh\ncat \"$(dirname \"$0\")/../share/msg\"\n"), 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(exposed, "set.txt"), []byte("exposed-ok\n"), 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(other, "x.txt"), []byte("other\n"), 0o644))
-	f := newFixture(t, Options{Expose: []string{exposed}})
+	single := filepath.Join(other, "one.txt") // a file exposed alone: its folder stays out
+	require.NoError(t, os.WriteFile(single, []byte("file-ok\n"), 0o644))
+	f := newFixture(t, Options{Expose: []string{exposed, single}})
 	needSandbox(t, f)
-	cmd := exec.Command("/bin/bash", "-c", fmt.Sprintf(`mytool; cat %[1]s/set.txt; cat %[2]s/x.txt; touch %[1]s/w %[3]s/w; echo end`,
-		exposed, other, filepath.Join(tool, "share")))
+	cmd := exec.Command("/bin/bash", "-c", fmt.Sprintf(`mytool; cat %[1]s/set.txt; cat %[2]s/x.txt; cat %[4]s; echo x >> %[4]s; touch %[1]s/w %[3]s/w; echo end`,
+		exposed, other, filepath.Join(tool, "share"), single))
 	cmd.Dir = f.ws
 	cmd.Env = []string{"PATH=" + filepath.Join(tool, "bin") + ":/usr/bin:/bin"}
 	require.NoError(t, f.sb.Wrap(cmd, Request{Policy: WorkspaceWrite, Roots: []string{f.ws}, SessionID: "s1"}))
@@ -204,6 +206,10 @@ func TestViewShowsPathFoldersAndExposedOnes(t *testing.T) {
 	assert.Contains(t, out, "tool-ok", out)
 	assert.Contains(t, out, "exposed-ok", out)
 	assert.NotContains(t, out, "other\n", out)
+	assert.Contains(t, out, "file-ok", out)
+	b, err := os.ReadFile(single)
+	require.NoError(t, err)
+	assert.Equal(t, "file-ok\n", string(b))
 	assert.Contains(t, out, "end")
 	assert.NoFileExists(t, filepath.Join(exposed, "w"))
 	assert.NoFileExists(t, filepath.Join(tool, "share", "w"))

@@ -204,10 +204,11 @@ func socketPath(line string) (string, bool) {
 	return rest[1:], true
 }
 
-// viewDirs returns the folders every view shows read-only, links resolved: the system folders
-// that exist (those that are links on the host come back as links), every absolute folder of
-// env's PATH (and, for a PATH folder named bin, the prefix holding it, as a toolchain under a
-// home folder needs: not the home folder itself, ~/.local or /), and expose.
+// viewDirs returns the folders (and files) every view shows read-only, links resolved: the system
+// folders that exist (those that are links on the host come back as links) and the file a linked
+// /etc/resolv.conf names, every absolute folder of env's PATH (and, for a PATH folder named bin,
+// the prefix holding it, as a toolchain under a home folder needs: not the home folder itself,
+// ~/.local or /), and expose.
 func viewDirs(env, expose []string) (dirs []string, links map[string]string) {
 	add := func(p string) {
 		if p != "/" && !slices.Contains(dirs, p) {
@@ -228,6 +229,11 @@ func viewDirs(env, expose []string) (dirs []string, links map[string]string) {
 		case fi.IsDir():
 			add(d)
 		}
+	}
+	// A resolv.conf that links out of /etc (to systemd-resolved's file in /run) is shown too, so
+	// names resolve under the network policy.
+	if r, err := filepath.EvalSymlinks("/etc/resolv.conf"); err == nil && r != "/etc/resolv.conf" {
+		add(r)
 	}
 	home, _ := os.UserHomeDir()
 	if h, err := filepath.EvalSymlinks(home); err == nil {

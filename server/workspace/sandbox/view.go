@@ -116,6 +116,31 @@ func ensureDir(root int, p string) (int, error) {
 	return fd, nil
 }
 
+// ensureTarget opens where the mount tree will go at p below root: a folder for a folder, a file
+// (made empty when missing) for anything else.
+func ensureTarget(root int, p string, tree int) (int, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(tree, &st); err != nil {
+		return -1, fmt.Errorf("%s: %w", p, err)
+	}
+	if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+		return ensureDir(root, p)
+	}
+	i := strings.LastIndex(p, "/")
+	parent, err := ensureDir(root, p[:i])
+	if err != nil {
+		return -1, err
+	}
+	defer unix.Close(parent)
+	fd, err := unix.Openat(parent, p[i+1:], unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o644)
+	if err == nil {
+		unix.Close(fd)
+	} else if !errors.Is(err, unix.EEXIST) {
+		return -1, fmt.Errorf("%s: %w", p, err)
+	}
+	return beneath(parent, p[i+1:], 0)
+}
+
 // fdPath names what an open descriptor refers to, for the calls that take a path.
 func fdPath(fd int) string { return fmt.Sprintf("/proc/self/fd/%d", fd) }
 
@@ -263,7 +288,7 @@ func buildView(sp *launchSpec) error {
 	var covers []string
 	for _, o := range ops {
 		if o.kind != opHide {
-			target, err := ensureDir(root, o.path)
+			target, err := ensureTarget(root, o.path, trees[o.path])
 			if err != nil {
 				return fmt.Errorf("show %w", err)
 			}
