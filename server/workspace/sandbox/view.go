@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -156,6 +157,42 @@ func readOnly(fd int, rec bool) error {
 		flags |= unix.AT_RECURSIVE
 	}
 	return unix.MountSetattr(fd, "", uint(flags), &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY})
+}
+
+// pinParents makes each folder between the bound folder holding the hidden path h and h a mount
+// of its own (a recursive clone onto itself): rename refuses to move a mount (EBUSY), so a
+// command cannot carry a hidden path out from under its hidden name (`mv .config .old`), where
+// the server's tools would find it by its new name.
+func pinParents(root int, h string, ops []viewOp, keep func(int) int) error {
+	var bound string
+	for _, o := range ops {
+		if o.kind != opHide && within(h, o.path) && len(o.path) > len(bound) {
+			bound = o.path
+		}
+	}
+	if bound == "" {
+		return nil
+	}
+	var dirs []string
+	for d := filepath.Dir(h); d != bound && within(d, bound); d = filepath.Dir(d) {
+		dirs = append(dirs, d)
+	}
+	for _, d := range slices.Backward(dirs) { // the shallowest first: each clone holds the deeper
+		target, err := beneath(root, d, unix.O_DIRECTORY)
+		if err != nil {
+			return err
+		}
+		keep(target)
+		tree, err := unix.OpenTree(target, "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE|unix.AT_EMPTY_PATH)
+		if err != nil {
+			return err
+		}
+		keep(tree)
+		if err := moveTree(tree, target); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // buildView makes the command's root: a tmpfs on sp.Stage holding the folders of sp.Readable
@@ -313,6 +350,9 @@ func buildView(sp *launchSpec) error {
 			}
 			covers = append(covers, o.path)
 		} else if err := bindFD(devs["null"], fdPath(target), false); err != nil {
+			return fmt.Errorf("hide %s: %w", o.path, err)
+		}
+		if err := pinParents(root, o.path, ops, keep); err != nil {
 			return fmt.Errorf("hide %s: %w", o.path, err)
 		}
 	}
