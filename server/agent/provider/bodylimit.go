@@ -62,6 +62,10 @@ type limitedBody struct {
 
 func (b *limitedBody) Read(p []byte) (int, error) {
 	if b.left <= 0 {
+		var one [1]byte // a body of exactly max bytes ends as it should
+		if n, err := b.ReadCloser.Read(one[:]); n == 0 {
+			return 0, err // the end, another error, or nothing yet
+		}
 		b.l.once.Do(func() {
 			if b.l.exceeded != nil {
 				b.l.exceeded()

@@ -13,7 +13,7 @@ import (
 )
 
 // A response body read under WithBodyLimit gives max bytes, then ErrBodyLimit, with exceeded
-// called once; without the bound (or max <= 0) it is read whole.
+// called once; without the bound, with max <= 0, or a body of exactly max bytes, it is read whole.
 func TestLimitBodies(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		io.WriteString(w, strings.Repeat("x", 1<<20))
@@ -33,7 +33,7 @@ func TestLimitBodies(t *testing.T) {
 	assert.ErrorIs(t, err, ErrBodyLimit)
 	assert.Len(t, b, 1000)
 	assert.Equal(t, 1, calls)
-	for _, ctx := range []context.Context{context.Background(), WithBodyLimit(context.Background(), 0, nil)} {
+	for _, ctx := range []context.Context{context.Background(), WithBodyLimit(context.Background(), 0, nil), WithBodyLimit(context.Background(), 1<<20, nil)} {
 		b, err = get(ctx)
 		require.NoError(t, err)
 		assert.Len(t, b, 1<<20)
