@@ -26,6 +26,7 @@ import (
 	"github.com/zidane-server/zidane/server/agent/tools"
 	"github.com/zidane-server/zidane/server/store"
 	"github.com/zidane-server/zidane/server/workspace"
+	"github.com/zidane-server/zidane/server/workspace/diag"
 	"github.com/zidane-server/zidane/server/workspace/gitx"
 	"github.com/zidane-server/zidane/server/workspace/sandbox"
 )
@@ -217,6 +218,8 @@ type Server struct {
 	// sandbox runs the agent's commands (server/sandbox.go); host caches host.info.
 	sandbox *sandbox.Sandbox
 	host    hostCache
+	// diag runs and caches files.diagnostics (handlers_diagnostics.go).
+	diag *diag.Runner
 	// sessions caches chat.send's session lookups (sessioncache.go).
 	sessions sessionCache
 	// tokens caches the tokens the upgrade verified (tokencache.go).
@@ -293,6 +296,10 @@ func New(ctx context.Context, cfg Config, st *store.Store) (*Server, error) {
 	if err := s.newSandbox(); err != nil {
 		stop()
 		return nil, fmt.Errorf("sandbox: %w", err)
+	}
+	if err := s.newDiagnostics(); err != nil {
+		stop()
+		return nil, fmt.Errorf("diagnostics: %w", err)
 	}
 	s.git = &gitx.Runner{Schemes: cfg.CloneSchemes}
 	s.clones = map[string]*cloneJob{}
