@@ -18,11 +18,14 @@ import (
 
 // diagEnv is a server whose one workspace root is root, with its own sandbox scratch base, and an
 // admin connection. It skips when the kernel cannot run the read-only policy.
-func diagEnv(t *testing.T, root string) (*testEnv, *testConn) {
+func diagEnv(t *testing.T, root string, mods ...func(*Config)) (*testEnv, *testConn) {
 	t.Helper()
 	e := newEnv(t, func(c *Config) {
 		c.WorkspaceRoots = []string{root}
 		c.Sandbox.ScratchBase = t.TempDir()
+		for _, m := range mods {
+			m(c)
+		}
 	})
 	if err := e.srv.sandbox.Check(sandbox.ReadOnly); err != nil {
 		t.Skipf("this kernel cannot run the read-only sandbox the diagnostics tools run under: %v", err)
@@ -304,4 +307,38 @@ func TestFilesDiagnosticsTypeScript(t *testing.T) {
 	require.Len(t, ds, 1, "only the harmless line: %v", ds)
 	assert.Equal(t, "TS3: ran", ds[0].Message)
 	assert.NoFileExists(t, filepath.Join(evil, "written"), "the roots are read-only to diagnostics tools")
+}
+
+// TestFilesDiagnosticsPastRequestTimeout: a run longer than the request's time limit answers
+// HandlerFailed saying the tools still run; the run goes on, and a later call answers its
+// diagnostics without starting the tool again.
+func TestFilesDiagnosticsPastRequestTimeout(t *testing.T) {
+	root := realDir(t)
+	writeFiles(t, root, map[string]string{
+		"slow/tsconfig.json":         "{}",
+		"slow/node_modules/.bin/tsc": "#!/bin/sh\necho run >> \"$TMPDIR/count\"\nsleep 2\necho 'a.ts(1,1): error TS1: slow'\nexit 2\n",
+	})
+	require.NoError(t, os.Chmod(filepath.Join(root, "slow", "node_modules", ".bin", "tsc"), 0o755))
+	e, c := diagEnv(t, root, func(c *Config) { c.Limits.RequestTimeout = time.Second })
+	cwd := fmt.Sprintf(`{"cwd":%q}`, filepath.Join(root, "slow"))
+	first := diagCall(c, "files.diagnostics", cwd)
+	require.Equal(t, -32014, errCode(first), "%v", first)
+	assert.Contains(t, errMsg(first), "still running")
+	var res map[string]any
+	for i := 0; i < 20 && res == nil; i++ { // each call waits up to its 1 s for the one run
+		m := diagCall(c, "files.diagnostics", cwd)
+		if m["error"] == nil {
+			res = m["result"].(map[string]any)
+		} else {
+			require.Contains(t, errMsg(m), "still running")
+		}
+	}
+	require.NotNil(t, res, "the run never answered")
+	ds := diagsOf(t, res)
+	require.Len(t, ds, 1, "%v", ds)
+	assert.Equal(t, "TS1: slow", ds[0].Message)
+	// The tool ran once, writing only its own scratch folder.
+	b, err := os.ReadFile(filepath.Join(e.srv.cfg.Sandbox.ScratchBase, diagnosticsScratch(filepath.Join(root, "slow")), "tmp", "count"))
+	require.NoError(t, err)
+	assert.Equal(t, "run\n", string(b))
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os/exec"
 	"strings"
@@ -66,6 +67,10 @@ func (h filesHandler) Diagnostics(ctx context.Context, p *protocol.FilesDiagnost
 	}
 	rep, err := h.s.diag.Run(ctx, dir, names)
 	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			return nil, protocol.NewHandlerFailedError(fmt.Sprintf("The tools of %q are still running past this request's time limit (%s); call files.diagnostics again: it waits for that run and answers it.",
+				dir, h.s.cfg.Limits.RequestTimeout))
+		}
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}

@@ -603,7 +603,7 @@ func cut(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	i := n
+	i := n - len("…")
 	for i > 0 && (s[i]&0xC0) == 0x80 {
 		i--
 	}
