@@ -317,7 +317,7 @@ func boundedRun(t *testing.T, e *agentEnv, what string) []map[string]any {
 }
 
 // TestFieldCase_T11_OneLongLineMemoryBounded: the second variant, a file of one 32 MiB line,
-// read by read_file, and one of 8 MiB searched by grep (its file bound raised past the file, the
+// read by read_file, and one of 2 MiB searched by grep (its file bound raised past the file, the
 // 64 MiB of newlines too): all stay within the same bound (a long line is matched as a stream
 // and only its start kept).
 func TestFieldCase_T11_OneLongLineMemoryBounded(t *testing.T) {
@@ -326,7 +326,7 @@ func TestFieldCase_T11_OneLongLineMemoryBounded(t *testing.T) {
 			toolStep("grep", `{"pattern":"^$","path":"newlines.txt","max_results":2}`)},
 		[]string{textStep("done")},
 	), func(c *Config) { c.Tools.GrepMaxFileBytes, c.Tools.ReadMaxBytes = 128<<20, 16<<10 })
-	for name, size := range map[string]int{"line.txt": 32 << 20, "grepline.txt": 8 << 20} {
+	for name, size := range map[string]int{"line.txt": 32 << 20, "grepline.txt": 2 << 20} {
 		writeShape(t, filepath.Join(e.L.WS, name), 'x', size)
 		f, err := os.OpenFile(filepath.Join(e.L.WS, name), os.O_APPEND|os.O_WRONLY, 0)
 		require.NoError(t, err)
@@ -335,7 +335,7 @@ func TestFieldCase_T11_OneLongLineMemoryBounded(t *testing.T) {
 		require.NoError(t, f.Close())
 	}
 	writeShape(t, filepath.Join(e.L.WS, "newlines.txt"), '\n', 64<<20)
-	trs := boundedRun(t, e, "read_file of a 32 MiB line, grep of an 8 MiB line and of 64 MiB of newlines")
+	trs := boundedRun(t, e, "read_file of a 32 MiB line, grep of a 2 MiB line and of 64 MiB of newlines")
 	require.Len(t, trs, 3)
 	read := trs[0]["text"].(string)
 	assert.True(t, strings.HasPrefix(read, "     1\txxxx"), "the line's start is shown")
