@@ -316,16 +316,16 @@ func TestFilesDiagnosticsPastRequestTimeout(t *testing.T) {
 	root := realDir(t)
 	writeFiles(t, root, map[string]string{
 		"slow/tsconfig.json":         "{}",
-		"slow/node_modules/.bin/tsc": "#!/bin/sh\necho run >> \"$TMPDIR/count\"\nsleep 2\necho 'a.ts(1,1): error TS1: slow'\nexit 2\n",
+		"slow/node_modules/.bin/tsc": "#!/bin/sh\necho run >> \"$TMPDIR/count\"\nsleep 1\necho 'a.ts(1,1): error TS1: slow'\nexit 2\n",
 	})
 	require.NoError(t, os.Chmod(filepath.Join(root, "slow", "node_modules", ".bin", "tsc"), 0o755))
-	e, c := diagEnv(t, root, func(c *Config) { c.Limits.RequestTimeout = time.Second })
+	e, c := diagEnv(t, root, func(c *Config) { c.Limits.RequestTimeout = 500 * time.Millisecond })
 	cwd := fmt.Sprintf(`{"cwd":%q}`, filepath.Join(root, "slow"))
 	first := diagCall(c, "files.diagnostics", cwd)
 	require.Equal(t, -32014, errCode(first), "%v", first)
 	assert.Contains(t, errMsg(first), "still running")
 	var res map[string]any
-	for i := 0; i < 20 && res == nil; i++ { // each call waits up to its 1 s for the one run
+	for i := 0; i < 20 && res == nil; i++ { // each call waits up to its 500 ms for the one run
 		m := diagCall(c, "files.diagnostics", cwd)
 		if m["error"] == nil {
 			res = m["result"].(map[string]any)
