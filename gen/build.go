@@ -170,6 +170,16 @@ func (l *loader) method(g *Group, fn, name string, n *node) *Method {
 		l.fail(where+"/params", "params must be an object type")
 	}
 	m.Result = l.typ(n.get("result"), fn, where+"/result", m.GoName+"Result", true)
+	if a := n.get("x-audit"); a != nil {
+		m.Audited, m.AuditParams = true, n.strings("x-audit")
+		props := n.get("params").get("properties")
+		for i, pn := range m.AuditParams {
+			if props == nil || props.get(pn) == nil {
+				l.fail(fmt.Sprintf("%s/x-audit/%d", where, i), "x-audit names %q, which is not a param of %s", pn, name)
+			}
+		}
+	}
+	m.Resource = n.getStr("x-resource")
 	for _, en := range n.strings("errors") {
 		var found *ErrorDef
 		for _, e := range l.p.Errors {

@@ -241,6 +241,7 @@ func TestBadSchemas(t *testing.T) {
 		{"unknown error", func(m map[string]any) { obj(m, "methods", "things.put")["errors"] = []any{"Nope"} }, `unknown error "Nope"`},
 		{"unknown scope", func(m map[string]any) { obj(m, "methods", "things.put")["scope"] = "root" }, `unknown scope "root"`},
 		{"redundant x-go-name", func(m map[string]any) { obj(m, "methods", "things.put")["x-go-name"] = "ThingsPut" }, `x-go-name "ThingsPut" equals the mechanical name`},
+		{"x-audit of a param that does not exist", func(m map[string]any) { obj(m, "methods", "things.put")["x-audit"] = []any{"id", "secret"} }, `x-audit names "secret", which is not a param of things.put`},
 		{"x-go-name without effect", func(m map[string]any) {
 			obj(m, "$defs", "Tree", "properties", "children", "items")["x-go-name"] = "Kid"
 		}, "x-go-name has no effect here"},

@@ -129,6 +129,9 @@ func (g *goEmitter) emitMethods(f *jen.File) {
 		jen.Comment("Deprecated is true when the schema deprecates the method."), jen.Id("Deprecated").Bool(),
 		jen.Comment("Experimental is true for methods of stability experimental."), jen.Id("Experimental").Bool(),
 		jen.Comment("Errors lists the codes the method may answer besides the transport's."), jen.Id("Errors").Index().Int(),
+		jen.Comment("Audited is true for a security-relevant method (x-audit): the server records every call in the audit log."), jen.Id("Audited").Bool(),
+		jen.Comment("AuditParams are the top-level params an audit entry of the call records (x-audit)."), jen.Id("AuditParams").Index().String(),
+		jen.Comment("Resource is the kind of per-connection resource a call takes (x-resource: watch, terminal, clone, media-ticket), or empty."), jen.Id("Resource").String(),
 		jen.Comment("NewParams returns a pointer to a zero params value to decode into."), jen.Id("NewParams").Func().Params().Any(),
 		jen.Comment("NewResult returns a pointer to a zero result value to decode into."), jen.Id("NewResult").Func().Params().Any(),
 		jen.Id("call").Func().Params(jen.Qual("context", "Context"), jen.Id("Handlers"), jen.Any()).Params(jen.Any(), jen.Error()),
@@ -150,7 +153,7 @@ func (g *goEmitter) emitMethods(f *jen.File) {
 		} else {
 			callBody = []jen.Code{jen.Return(call)}
 		}
-		specs = append(specs, jen.Values(jen.Dict{
+		dict := jen.Dict{
 			jen.Id("Name"):         jen.Id("Method" + m.GoName),
 			jen.Id("Group"):        jen.Lit(m.Group),
 			jen.Id("Scope"):        jen.Id("Scope" + goName(m.Scope)),
@@ -161,7 +164,19 @@ func (g *goEmitter) emitMethods(f *jen.File) {
 			jen.Id("NewParams"):    jen.Func().Params().Any().Block(jen.Return(jen.New(jen.Id(g.paramsType(m))))),
 			jen.Id("NewResult"):    jen.Func().Params().Any().Block(jen.Return(jen.New(jen.Id(g.resultType(m))))),
 			jen.Id("call"):         jen.Func().Params(jen.Id("ctx").Qual("context", "Context"), jen.Id("h").Id("Handlers"), jen.Id("p").Any()).Params(jen.Any(), jen.Error()).Block(callBody...),
-		}))
+		}
+		if m.Audited {
+			var ps []jen.Code
+			for _, a := range m.AuditParams {
+				ps = append(ps, jen.Lit(a))
+			}
+			dict[jen.Id("Audited")] = jen.True()
+			dict[jen.Id("AuditParams")] = jen.Index().String().Values(ps...)
+		}
+		if m.Resource != "" {
+			dict[jen.Id("Resource")] = jen.Lit(m.Resource)
+		}
+		specs = append(specs, jen.Values(dict))
 	}
 	f.Comment("methodTable holds every method, sorted by name.")
 	f.Var().Id("methodTable").Op("=").Index().Op("*").Id("MethodSpec").Values(specs...)

@@ -45,7 +45,14 @@ func MarkdownFile(p *Protocol) []byte {
 			if m.Description != "" {
 				w(" %s", m.Description)
 			}
-			w("\n\nScope `%s` · since %d\n\n", m.Scope, m.Since)
+			w("\n\nScope `%s` · since %d", m.Scope, m.Since)
+			if m.Audited {
+				w(" · audited (every call is in `audit.list`, with %s)", auditedParams(m.AuditParams))
+			}
+			if m.Resource != "" {
+				w(" · takes a per-connection `%s` (bounded: docs/security.md \"Limits\")", m.Resource)
+			}
+			w("\n\n")
 			w("**Params** (`%s`)\n\n", refOrName(m.Params))
 			fieldTable(&b, p, m.Params)
 			w("**Result** (`%s`)\n\n", refOrName(m.Result))
@@ -227,4 +234,16 @@ func fieldTable(b *strings.Builder, p *Protocol, t *Type) {
 		fmt.Fprintf(b, "| `%s` | %s | %s | %s | %s |\n", pr.Name, mdType(p, pr.T), yesNo(pr.Required), since, d)
 	}
 	b.WriteString("\n")
+}
+
+// auditedParams names the params an audit entry records, for the reference.
+func auditedParams(ps []string) string {
+	if len(ps) == 0 {
+		return "no params"
+	}
+	q := make([]string, len(ps))
+	for i, p := range ps {
+		q[i] = "`" + p + "`"
+	}
+	return strings.Join(q, ", ")
 }

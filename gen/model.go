@@ -69,6 +69,12 @@ type Method struct {
 	Experimental                     bool
 	Params, Result                   *Type
 	Errors                           []*ErrorDef
+	// Audited is x-audit: every call is recorded in the audit log, with AuditParams (top-level
+	// params names).
+	Audited     bool
+	AuditParams []string
+	// Resource is x-resource: the kind of per-connection resource a call takes ("" for none).
+	Resource string
 }
 
 // Signal is one ipc.signal kind.

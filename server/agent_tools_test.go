@@ -204,6 +204,17 @@ func TestAgentAlwaysThenSamePrefix(t *testing.T) {
 	es := c.result("safelist.list", `{}`)["entries"].([]any)
 	require.Len(t, es, 1)
 	assert.Equal(t, "git status", es[0].(map[string]any)["prefix"])
+	// The command the safelist let through is in the audit log, by actor safelist (issue 22
+	// item 5), naming the entry that allowed it.
+	admin := e.dialAs(e.mint("admin"))
+	var byList []string
+	for _, x := range admin.result("audit.list", fmt.Sprintf(`{"sessionId":%q}`, sid))["entries"].([]any) {
+		if en := x.(map[string]any); en["actor"] == "safelist" && en["action"] == "approval" {
+			byList = append(byList, en["detail"].(string))
+		}
+	}
+	require.Len(t, byList, 1)
+	assert.Regexp(t, `^allow exec git status --short \(safelist exec git status by .+\)$`, byList[0])
 }
 
 // TestAgentDenyThenContinues: a denied exec becomes a tool result that says so and the agent's

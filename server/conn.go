@@ -456,6 +456,9 @@ func (c *conn) call(req *protocol.Request, t *orderTicket) (res any, after []fun
 		ctx.order = t
 	}
 	res, err = protocol.Dispatch(ctx, c.srv.handlers, c.scope, req.Method, req.Params)
+	if m != nil && m.Audited {
+		c.srv.auditCall(c, m, req.Params, err)
+	}
 	return res, ctx.hooks, err
 }
 

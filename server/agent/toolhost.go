@@ -191,9 +191,17 @@ func (h *ToolHost) gateAndRun(ctx context.Context, tc HostCall, tool tools.Tool,
 		if mode == store.ModeLocked {
 			return lockedResult(tc.Call.Name)
 		}
-		ask, err := h.mustAsk(ctx, tc, kind, mode, checked)
+		ask, via, err := h.mustAsk(ctx, tc, kind, mode, checked)
 		if err != nil {
 			return &tools.Result{Content: "The safelist could not be read (" + err.Error() + "); the call did not run. Try again.", IsError: true}
+		}
+		if via != nil {
+			// A call the safelist let through is a decision too: recorded like one (issue 22
+			// item 5), by actor "safelist", naming the entry and its author.
+			detail := fmt.Sprintf("allow %s (safelist %s %s by %s)", checked.Summary, via.Tool, via.Prefix, via.CreatedBy)
+			if err := h.Store.AppendAudit(ctx, "safelist", store.AuditApproval, tc.Session.ID, detail); err != nil {
+				h.log().Warn("audit: a safelisted call's entry was not written", "err", err)
+			}
 		}
 		if ask {
 			out := h.Gate.RequestApproval(ctx, h.approvalAsk(tc, checked, input), tc.Origin)
@@ -234,31 +242,31 @@ func lockedResult(name string) *tools.Result {
 
 // mustAsk applies the mode and the safelist: writes into a git folder (.git, a bare repository)
 // always ask; in auto-edit edits pass; otherwise a safelist entry of the project root for the
-// tool (for exec: the parsed command's key) lets the call pass.
-func (h *ToolHost) mustAsk(ctx context.Context, tc HostCall, kind tools.Kind, mode string, c *tools.Call) (bool, error) {
+// tool (for exec: the parsed command's key) lets the call pass; via is that entry.
+func (h *ToolHost) mustAsk(ctx context.Context, tc HostCall, kind tools.Kind, mode string, c *tools.Call) (ask bool, via *store.SafelistEntry, err error) {
 	if c.GitMeta {
-		return true, nil
+		return true, nil, nil
 	}
 	if kind == tools.KindEdit && mode == store.ModeAutoEdit {
-		return false, nil
+		return false, nil, nil
 	}
 	entries, err := h.Store.ListSafelist(ctx, tc.Session.ProjectRoot)
 	if err != nil {
-		return true, err
+		return true, nil, err
 	}
-	for _, e := range entries {
+	for i, e := range entries {
 		if e.Tool != tc.Call.Name {
 			continue
 		}
 		if kind == tools.KindExec {
 			if c.Command != nil && e.Prefix != "" && c.Command.Matches(e.Prefix) {
-				return false, nil
+				return false, &entries[i], nil
 			}
 			continue
 		}
-		return false, nil
+		return false, &entries[i], nil
 	}
-	return true, nil
+	return true, nil, nil
 }
 
 // approvalAsk builds the request shown for a call, and what "always" would store.
@@ -376,4 +384,11 @@ func (h *ToolHost) PublishPlan(ctx context.Context, sessionID, runID string, ori
 		sig.RunID = &runID
 	}
 	return h.Reporter.Publish(sig, origin)
+}
+
+func (h *ToolHost) log() *slog.Logger {
+	if h.Logger != nil {
+		return h.Logger
+	}
+	return slog.Default()
 }

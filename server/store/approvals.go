@@ -29,6 +29,9 @@ const (
 	AuditSafelistRevoke = "safelist.revoke"
 	AuditMode           = "mode"
 	AuditTokenRevoke    = "token.revoke"
+	// AuditCall is a call of a security-relevant method (x-audit in the schema), recorded by the
+	// dispatcher whatever its outcome.
+	AuditCall = "call"
 )
 
 // SafelistEntry is an always-allow entry of a project root.

@@ -1,0 +1,11 @@
+package server
+
+// connResourceBounds is the per-connection bound of every kind of resource a method takes
+// (x-resource in the schema; docs/security.md "Limits"): a call past it is refused with a
+// message naming the bound and what to do. TestEveryResourceHasABound checks that every kind the
+// schema names has one here.
+var connResourceBounds = map[string]int{
+	"terminal":     maxTerminalsPerConn,
+	"clone":        maxClonesPerConn,
+	"media-ticket": maxMediaTickets,
+}
