@@ -267,7 +267,8 @@ func (r *Runner) Clone(ctx context.Context, url, dest string, progress func(Prog
 		readProgress(pr, progress)
 	}()
 	_, _, err = r.run(ctx, call{
-		dir: parent, timeout: r.cloneTimeout(), stderr: pw,
+		// scan: the filter drivers of the operator's config (Git LFS) would run on the checkout.
+		dir: parent, timeout: r.cloneTimeout(), stderr: pw, scan: true,
 		args: []string{"clone", "--progress", "--no-local", "--no-recurse-submodules", "--template=", "--upload-pack=" + r.uploadPack(url), "--", url, into},
 	})
 	pw.Close()
