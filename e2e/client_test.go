@@ -50,6 +50,26 @@ type follower struct {
 	loads   int             // reloads
 	inexact int             // reloads without a $seq watermark
 	done    chan struct{}
+	// armed: after cutAfter more event signals, take calls cut (once), before it applies any
+	// further signal: a cut at an exact point of what the client has seen.
+	armed    bool
+	cutAfter int
+	cut      func()
+	cuts     int
+}
+
+// armCut makes the follower call cut once it has applied n more event signals.
+func (f *follower) armCut(n int, cut func()) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.armed, f.cutAfter, f.cut = true, n, cut
+}
+
+// cutsDone is how many armed cuts happened.
+func (f *follower) cutsDone() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.cuts
 }
 
 func follow(t *testing.T, c *client.Client, sids ...string) *follower {
@@ -74,6 +94,13 @@ func (f *follower) take(ev client.SignalEvent) {
 		return
 	}
 	tr.Apply(ev)
+	if _, isEvent := ev.Signal.(*protocol.EventSignal); isEvent && f.armed && ev.Reload == nil {
+		if f.cutAfter--; f.cutAfter <= 0 {
+			f.armed = false
+			f.cuts++
+			f.cut()
+		}
+	}
 	if ev.Reload != nil {
 		f.loads++
 		if !ev.Reload.Exact {
@@ -274,26 +301,20 @@ func TestReloadWithoutDoubt(t *testing.T) {
 	}
 	for i := 1; i <= 40; i++ {
 		caughtUp()
+		f.armCut(1+rng.IntN(per/2), func() {
+			px.Respond(http.StatusServiceUnavailable)
+			px.RST()
+		})
 		runID := sendPrompt(t, driver, sid, prompt(i))
 		runs = append(runs, runID)
-		// The cut refuses new connections (503) until the driver has seen four more of the
-		// run's events: the client misses more than the log's one signal whatever the machine's
-		// load, an event waited on rather than a reconnect delay.
-		at, n, cut, reopened := 1+rng.IntN(per/2), 0, false, false
-		waitRunEndSeeing(t, driver, func() {
-			if !cut && n >= at {
-				cut = true
-				px.Respond(http.StatusServiceUnavailable)
-				px.RST()
-			}
-			if cut && !reopened && n >= at+4 {
-				reopened = true
-				px.Forward()
-			}
-		}, events(runID, &n), runID)
-		if !reopened {
-			px.Forward()
-		}
+		// The client's own connection is cut right after the client applied the at-th event of
+		// the run (from its signal loop, before it applies another), and new connections are
+		// refused (503) until the run ended: the client misses the rest of the run, more than
+		// the log's one signal, whatever the machine's load. Events waited on, not timings.
+		n := 0
+		waitRunEndSeeing(t, driver, func() {}, events(runID, &n), runID)
+		require.Eventually(t, func() bool { return f.cutsDone() == i }, waitTimeout, time.Millisecond, "the client did not see the run's first events")
+		px.Forward()
 	}
 	// The last run:end may be inside a reload's snapshot rather than a signal: wait for the
 	// transcript to settle on the server's.
@@ -307,7 +328,7 @@ func TestReloadWithoutDoubt(t *testing.T) {
 	loads, inexact := f.loads, f.inexact
 	f.mu.Unlock()
 	t.Logf("%d runs of %d events, all but the first with a reset within its first %d, %d reloads", len(runs), per, per/2, loads)
-	assert.GreaterOrEqual(t, loads, 40, "every cut misses more than the log's one signal, so every one ends in a reload")
+	assert.Equal(t, 40, loads, "every cut misses more than the log's one signal, so every one ends in a reload")
 	assert.Zero(t, inexact, "every reload carries its watermark")
 }
 
