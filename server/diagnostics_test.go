@@ -102,7 +102,7 @@ func writeFiles(t *testing.T, dir string, files map[string]string) {
 // second call is the cached answer; editing the module (a package with a type error added) is a
 // miss that reports the error; files.diagnosticsInvalidate drops the cache; a chat token is
 // Forbidden; a folder outside the roots is HandlerFailed; an unknown tool is InvalidParams;
-// files.diagnosticsTools answers per folder.
+// files.diagnosticsTools answers per folder; every files.diagnostics call is audited.
 func TestFilesDiagnosticsGoVet(t *testing.T) {
 	root := realDir(t)
 	mod := filepath.Join(root, "mod")
@@ -209,6 +209,12 @@ func TestFilesDiagnosticsGoVet(t *testing.T) {
 		a := diagCall(chat, m, fmt.Sprintf(`{"cwd":%q}`, mod))
 		assert.Equal(t, -32013, errCode(a), "%s: %v", m, a)
 	}
+
+	// Every files.diagnostics call is in the audit log with its folder and outcome, refused ones too.
+	calls := strings.Join(auditDetails(t, c, "call"), "\n")
+	assert.Contains(t, calls, fmt.Sprintf(`files.diagnostics cwd=%q → ok`, mod))
+	assert.Contains(t, calls, fmt.Sprintf(`files.diagnostics cwd=%q → error -32013`, mod))
+	assert.Contains(t, calls, fmt.Sprintf(`files.diagnostics cwd=%q → error -32014`, outside))
 }
 
 // linkTree makes dst a copy of the tree src, hard-linking files (copying when links fail).
