@@ -29,6 +29,7 @@ import (
 	"github.com/zidane-server/zidane/server/workspace/diag"
 	"github.com/zidane-server/zidane/server/workspace/gitx"
 	"github.com/zidane-server/zidane/server/workspace/sandbox"
+	"github.com/zidane-server/zidane/server/workspace/watch"
 )
 
 // Version is the server's application version, reported in hello and GET /version.
@@ -56,6 +57,15 @@ type Limits struct {
 	PingInterval, PongTimeout time.Duration
 	// Replay bounds the replay log.
 	Replay ReplayLimits
+	// MaxWatches bounds the kernel watches (folders) the server's one file watcher holds for
+	// every connection together (field case T10; --max-watches); default watch.DefaultMax (4096).
+	// A watch past it is refused with HandlerFailed naming the limit.
+	MaxWatches int
+	// RefWatchFolders bounds the folders one repository's git.watch takes of MaxWatches; default
+	// gitx.DefaultRefWatchFolders (64). A repository with more ref folders is polled besides.
+	RefWatchFolders int
+	// RefPoll is how often such a repository's refs are re-read; default 2 s.
+	RefPoll time.Duration
 }
 
 func (l *Limits) defaults() {
@@ -90,6 +100,15 @@ func (l *Limits) defaults() {
 		l.PongTimeout = 20 * time.Second
 	}
 	l.Replay.defaults()
+	if l.MaxWatches <= 0 {
+		l.MaxWatches = watch.DefaultMax
+	}
+	if l.RefWatchFolders <= 0 {
+		l.RefWatchFolders = gitx.DefaultRefWatchFolders
+	}
+	if l.RefPoll <= 0 {
+		l.RefPoll = 2 * time.Second
+	}
 }
 
 // Config configures a Server.
@@ -204,10 +223,13 @@ type Server struct {
 	gitMu  sync.Mutex
 	// clones are the running clones by id (handlers_git.go).
 	clones map[string]*cloneJob
+	// watcher is the server's one file watcher (one inotify instance, Limits.MaxWatches kernel
+	// watches): every watch kind subscribes to it (field case T10).
+	watcher *watch.Watcher
 	// refWatchers are the ref watchers by repository top, one per watched repository, and
-	// refWatching the connections that watch any (handlers_gitwatch.go); under gitMu.
+	// refWatching the repositories each connection watches (handlers_gitwatch.go); under gitMu.
 	refWatchers map[string]*gitx.RefWatcher
-	refWatching map[*conn]bool
+	refWatching map[*conn]map[string]struct{}
 	// terms are the running terminals by id (handlers_terminal.go).
 	termMu sync.Mutex
 	terms  map[string]*termJob
@@ -307,7 +329,8 @@ func New(ctx context.Context, cfg Config, st *store.Store) (*Server, error) {
 	s.drafts = newDraftBook(st, s.log)
 	go s.drafts.run(base)
 	s.refWatchers = map[string]*gitx.RefWatcher{}
-	s.refWatching = map[*conn]bool{}
+	s.refWatching = map[*conn]map[string]struct{}{}
+	s.watcher = watch.New(cfg.Limits.MaxWatches)
 	s.terms = map[string]*termJob{}
 	go st.ListenTokenRevocations(base, time.Second, s.closeTokenConns, s.recheckTokens)
 	go s.recheckTokensEvery(cfg.TokenRecheck)
@@ -670,6 +693,7 @@ func (s *Server) Shutdown(ctx context.Context) {
 	case <-ctx.Done():
 	}
 	s.runs.Close()
+	s.closeRefWatchers()
 	_ = s.ws.Close()
 }
 

@@ -3,8 +3,6 @@ package server
 import (
 	"encoding/json"
 	"fmt"
-	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -54,18 +52,13 @@ func TestTerminalFlowControlKeepsTheConnection(t *testing.T) {
 	assert.NotNil(t, r["now"], "the connection is still open")
 }
 
-// TestGitWatchersReleased: one fsnotify watcher per watched repository, closed once no
+// TestGitWatchersReleased: one ref watcher per watched repository, closed once no
 // connection watches it (after git.unwatch, or when the connection drops).
 func TestGitWatchersReleased(t *testing.T) {
 	e := newEnv(t, nil)
 	dir := e.srv.ws.Roots()[0]
-	for _, args := range [][]string{{"init", "-q", "-b", "main"}, {"commit", "-q", "--allow-empty", "-m", "x"}} {
-		cmd := exec.Command("git", args...)
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_AUTHOR_NAME=A", "GIT_AUTHOR_EMAIL=a@x", "GIT_COMMITTER_NAME=A", "GIT_COMMITTER_EMAIL=a@x")
-		out, err := cmd.CombinedOutput()
-		require.NoError(t, err, "%s", out)
-	}
+	gitIn(t, dir, "init", "-q", "-b", "main")
+	gitIn(t, dir, "commit", "-q", "--allow-empty", "-m", "x")
 	watchers := func() int {
 		e.srv.gitMu.Lock()
 		defer e.srv.gitMu.Unlock()

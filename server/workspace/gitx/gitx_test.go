@@ -3,6 +3,7 @@ package gitx
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +14,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/zidane-server/zidane/server/workspace/watch"
 )
 
 // gitT runs the real git in dir as a test's "other process" would (with hooks and config as the
@@ -424,7 +427,7 @@ func TestWatchRefsCoalescedFromAnotherProcess(t *testing.T) {
 	repo, err := r.Open(ctx(t), dir)
 	require.NoError(t, err)
 	moves := make(chan Refs, 16)
-	w, err := r.WatchRefs(repo, 100*time.Millisecond, func(x Refs) { moves <- x })
+	w, err := r.WatchRefs(watch.New(0), repo, RefWatchOptions{}, func(x Refs) { moves <- x })
 	require.NoError(t, err)
 	defer w.Close()
 	write(t, dir, "a.txt", "x\n")
@@ -513,4 +516,44 @@ func TestSyncRunsNoRemoteCommandOfTheRepository(t *testing.T) {
 	plain.Dir = clone
 	_ = plain.Run()
 	assert.FileExists(t, marker, "the trap should fire for plain git")
+}
+
+// TestWatchRefsFolderBound (field case T10): a repository with more ref folders than the bound
+// takes only MaxFolders of the server's watches, and a ref moved in a folder left unwatched is
+// still reported, by the poll.
+func TestWatchRefsFolderBound(t *testing.T) {
+	dir := newRepo(t)
+	var r Runner
+	repo, err := r.Open(ctx(t), dir)
+	require.NoError(t, err)
+	head := gitT(t, dir, "rev-parse", "HEAD")
+	for i := range 40 { // 40 folders refs/heads/f<i>/ with one branch each
+		p := filepath.Join(repo.CommonDir, "refs", "heads", fmt.Sprintf("f%02d", i))
+		require.NoError(t, os.MkdirAll(p, 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(p, "b"), []byte(head+"\n"), 0o644))
+	}
+	w := watch.New(0)
+	moves := make(chan Refs, 16)
+	rw, err := r.WatchRefs(w, repo, RefWatchOptions{MaxFolders: 8, Poll: 150 * time.Millisecond}, func(x Refs) { moves <- x })
+	require.NoError(t, err)
+	defer rw.Close()
+	assert.Equal(t, 8, rw.Folders(), "the watch holds its bound of folders")
+	assert.Equal(t, 8, w.Watches(), "and so many kernel watches")
+	assert.True(t, rw.Polling(), "the rest is polled")
+	gitT(t, dir, "commit", "-q", "--allow-empty", "-m", "x") // main moves: watched
+	select {
+	case <-moves:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no move reported for a commit on main")
+	}
+	// The last folder is not watched (breadth first, by name): move its branch.
+	gitT(t, dir, "update-ref", "refs/heads/f39/b", "HEAD") // was HEAD~1
+	select {
+	case <-moves:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no move reported for a ref in an unwatched folder")
+	}
+	require.NoError(t, rw.Close())
+	assert.Zero(t, w.Watches(), "Close releases every kernel watch")
+	assert.False(t, w.Open(), "and the inotify instance")
 }

@@ -3,13 +3,16 @@ package gitx
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
 
-	"github.com/fsnotify/fsnotify"
+	"github.com/zidane-server/zidane/server/workspace/watch"
 )
 
 // Refs is the state a ref watcher reports: HEAD's branch (empty when detached) and commit.
@@ -18,45 +21,76 @@ type Refs struct {
 	Head   string
 }
 
+// RefWatchOptions tune WatchRefs. Zero fields take the defaults.
+type RefWatchOptions struct {
+	// Delay is the coalescing window after the first event; default 100 ms.
+	Delay time.Duration
+	// MaxFolders bounds the folders one repository's watch takes from the server's watcher: its
+	// git folder, its common folder, refs/ and the folders below refs/ (breadth first); default
+	// DefaultRefWatchFolders, at least 3. A repository with more ref folders is watched on the
+	// first MaxFolders and its refs re-read every Poll besides (field case T10).
+	MaxFolders int
+	// Poll is how often the refs are re-read while some ref folders are not watched; default 2 s.
+	Poll time.Duration
+}
+
+// DefaultRefWatchFolders is RefWatchOptions.MaxFolders' default.
+const DefaultRefWatchFolders = 64
+
+func (o *RefWatchOptions) defaults() {
+	if o.Delay <= 0 {
+		o.Delay = 100 * time.Millisecond
+	}
+	if o.MaxFolders <= 0 {
+		o.MaxFolders = DefaultRefWatchFolders
+	}
+	if o.MaxFolders < 3 {
+		o.MaxFolders = 3
+	}
+	if o.Poll <= 0 {
+		o.Poll = 2 * time.Second
+	}
+}
+
 // RefWatcher reports when a repository's refs move (a commit, a fetch, a branch switch, a
-// reset), from any process, through fsnotify on the ref files (HEAD, packed-refs, refs/**).
-// Bursts of file events are coalesced: after the first event it waits Delay, reads the refs and
-// reports only when they differ from the last report.
+// reset), from any process, through the server's shared watcher (server/workspace/watch) on the
+// ref folders (the git folder for HEAD and packed-refs, refs/**), at most MaxFolders of them,
+// re-reading the refs every Poll while some are left unwatched. Bursts of file events are
+// coalesced: after the first event it waits Delay, reads the refs and reports only when they
+// differ from the last report.
 type RefWatcher struct {
 	r       *Runner
 	repo    *Repo
-	delay   time.Duration
+	o       RefWatchOptions
 	onMove  func(Refs)
-	w       *fsnotify.Watcher
+	sub     *watch.Sub
+	polling atomic.Bool // some ref folders are not watched: poll
 	stop    chan struct{}
 	done    chan struct{}
-	mu      sync.Mutex
 	last    string // the refs snapshot last reported
 	closeMu sync.Once
 }
 
-// WatchRefs starts watching repo's refs; onMove runs (on the watcher's goroutine) once per
-// coalesced move. delay is the coalescing window (default 100 ms). Close stops it.
-func (r *Runner) WatchRefs(repo *Repo, delay time.Duration, onMove func(Refs)) (*RefWatcher, error) {
-	if delay <= 0 {
-		delay = 100 * time.Millisecond
-	}
-	w, err := fsnotify.NewWatcher()
-	if err != nil {
-		return nil, err
-	}
-	rw := &RefWatcher{r: r, repo: repo, delay: delay, onMove: onMove, w: w, stop: make(chan struct{}), done: make(chan struct{})}
+// WatchRefs starts watching repo's refs on w; onMove runs (on the watcher's goroutine) once per
+// coalesced move. Close stops it. Errors: the git folders cannot be watched (a *watch.LimitError
+// when w holds its most kernel watches, wrapped; the system's inotify limits named).
+func (r *Runner) WatchRefs(w *watch.Watcher, repo *Repo, o RefWatchOptions, onMove func(Refs)) (*RefWatcher, error) {
+	o.defaults()
+	sub := w.Subscribe()
+	rw := &RefWatcher{r: r, repo: repo, o: o, onMove: onMove, sub: sub, stop: make(chan struct{}), done: make(chan struct{})}
+	refs := filepath.Join(repo.CommonDir, "refs")
 	dirs := []string{repo.GitDir}
 	if repo.CommonDir != repo.GitDir {
 		dirs = append(dirs, repo.CommonDir)
 	}
+	dirs = append(dirs, refs)
 	for _, d := range dirs {
-		if err := w.Add(d); err != nil {
-			w.Close()
+		if err := sub.Add(d); err != nil {
+			sub.Close()
 			return nil, err
 		}
 	}
-	rw.addTree(filepath.Join(repo.CommonDir, "refs"))
+	rw.addTree(refs)
 	ctx, cancel := context.WithTimeout(context.Background(), r.timeout())
 	rw.last, _ = rw.snapshot(ctx)
 	cancel()
@@ -64,18 +98,47 @@ func (r *Runner) WatchRefs(repo *Repo, delay time.Duration, onMove func(Refs)) (
 	return rw, nil
 }
 
-// addTree watches dir and every folder below it (fsnotify does not recurse).
+// Folders is the number of folders the watch holds on the server's watcher.
+func (rw *RefWatcher) Folders() int { return rw.sub.Len() }
+
+// Polling tells whether some ref folders are left unwatched, so the refs are re-read every Poll.
+func (rw *RefWatcher) Polling() bool { return rw.polling.Load() }
+
+// addTree watches dir and the folders below it, breadth first, while the watch holds fewer than
+// MaxFolders (the watcher does not recurse); a folder left out turns polling on.
 func (rw *RefWatcher) addTree(dir string) {
-	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-		if err == nil && d.IsDir() {
-			rw.w.Add(p)
+	queue := []string{dir}
+	for len(queue) > 0 {
+		d := queue[0]
+		queue = queue[1:]
+		if !rw.sub.Watching(d) {
+			if rw.sub.Len() >= rw.o.MaxFolders {
+				rw.polling.Store(true)
+				return
+			}
+			if err := rw.sub.Add(d); err != nil {
+				var lim *watch.LimitError
+				if errors.As(err, &lim) || errors.Is(err, syscall.ENOSPC) {
+					rw.polling.Store(true)
+					return
+				}
+				continue // gone meanwhile
+			}
 		}
-		return nil
-	})
+		ents, err := os.ReadDir(d)
+		if err != nil {
+			continue
+		}
+		for _, e := range ents {
+			if e.IsDir() {
+				queue = append(queue, filepath.Join(d, e.Name()))
+			}
+		}
+	}
 }
 
 // relevant tells whether a file event can move a ref.
-func (rw *RefWatcher) relevant(ev fsnotify.Event) bool {
+func (rw *RefWatcher) relevant(ev watch.Event) bool {
 	name := filepath.Base(ev.Name)
 	if strings.HasSuffix(name, ".lock") {
 		return false
@@ -89,30 +152,47 @@ func (rw *RefWatcher) relevant(ev fsnotify.Event) bool {
 
 func (rw *RefWatcher) loop() {
 	defer close(rw.done)
+	refs := filepath.Join(rw.repo.CommonDir, "refs")
 	var timer *time.Timer
 	var fire <-chan time.Time
+	var ticker *time.Ticker
+	var tick <-chan time.Time
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+		if ticker != nil {
+			ticker.Stop()
+		}
+	}()
+	schedule := func() {
+		if fire == nil {
+			timer = time.NewTimer(rw.o.Delay)
+			fire = timer.C
+		}
+	}
 	for {
+		if tick == nil && rw.polling.Load() {
+			ticker = time.NewTicker(rw.o.Poll)
+			tick = ticker.C
+		}
 		select {
 		case <-rw.stop:
-			if timer != nil {
-				timer.Stop()
-			}
 			return
-		case ev, ok := <-rw.w.Events:
-			if !ok {
-				return
-			}
-			if ev.Has(fsnotify.Create) {
-				if fi, err := os.Stat(ev.Name); err == nil && fi.IsDir() && strings.HasPrefix(ev.Name, filepath.Join(rw.repo.CommonDir, "refs")) {
+		case ev := <-rw.sub.Events():
+			if ev.Has(watch.Create) && strings.HasPrefix(ev.Name, refs) {
+				if fi, err := os.Stat(ev.Name); err == nil && fi.IsDir() {
 					rw.addTree(ev.Name)
 				}
 			}
-			if !rw.relevant(ev) || fire != nil {
-				continue
+			if rw.relevant(ev) {
+				schedule()
 			}
-			timer = time.NewTimer(rw.delay)
-			fire = timer.C
-		case <-rw.w.Errors:
+		case <-rw.sub.Overflow(): // events were lost: watch what is new, read the refs
+			rw.addTree(refs)
+			schedule()
+		case <-tick:
+			schedule()
 		case <-fire:
 			fire = nil
 			ctx, cancel := context.WithTimeout(context.Background(), rw.r.timeout())
@@ -159,11 +239,10 @@ func parseRefsHead(snap string) Refs {
 
 // Close stops the watcher; onMove is not called after Close returns.
 func (rw *RefWatcher) Close() error {
-	var err error
 	rw.closeMu.Do(func() {
 		close(rw.stop)
 		<-rw.done
-		err = rw.w.Close()
+		rw.sub.Close()
 	})
-	return err
+	return nil
 }
