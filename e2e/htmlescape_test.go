@@ -65,10 +65,11 @@ func TestFieldCase_B36_NoHTMLEscapesOnTheWire(t *testing.T) {
 	ws.SetReadLimit(32 << 20)
 	var frames [][]byte
 	id := 0
+	waiting := ""
 	read := func(until func(b []byte) bool) []byte {
 		for {
 			_, b, err := ws.Read(ctx)
-			require.NoError(t, err)
+			require.NoError(t, err, "waiting for %s; frames so far:\n%s", waiting, bytes.Join(frames, []byte("\n")))
 			frames = append(frames, b)
 			if until(b) {
 				return b
@@ -77,6 +78,7 @@ func TestFieldCase_B36_NoHTMLEscapesOnTheWire(t *testing.T) {
 	}
 	call := func(method, params string) map[string]any {
 		id++
+		waiting = "the answer to " + method
 		require.NoError(t, ws.Write(ctx, websocket.MessageText, []byte(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`, id, method, params))))
 		b := read(func(b []byte) bool { return bytes.HasPrefix(b, []byte(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,`, id))) })
 		var m map[string]any
@@ -86,6 +88,7 @@ func TestFieldCase_B36_NoHTMLEscapesOnTheWire(t *testing.T) {
 		return r
 	}
 	waitSignal := func(kind string) []byte {
+		waiting = "signal " + kind
 		return read(func(b []byte) bool {
 			return bytes.Contains(b, []byte(`"method":"ipc.signal","params":{"kind":"`+kind+`"`))
 		})
