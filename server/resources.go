@@ -8,4 +8,7 @@ var connResourceBounds = map[string]int{
 	"terminal":     maxTerminalsPerConn,
 	"clone":        maxClonesPerConn,
 	"media-ticket": maxMediaTickets,
+	// watch: repositories git.watch watches; every watch kind also shares the server-wide cap
+	// Limits.MaxWatches on kernel watches (field case T10).
+	"watch": maxWatchesPerConn,
 }
