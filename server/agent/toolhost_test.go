@@ -535,3 +535,29 @@ func TestFieldCase_T01_WriteIntoBareRepositoryAsks(t *testing.T) {
 	assert.Contains(t, m.Text, "locked")
 	assert.NoFileExists(t, filepath.Join(up, "hooks", "update"))
 }
+
+// TestFieldCase_T01_WriteCompletingBareRepositoryAsks: a write that would make a folder a bare
+// repository asks, so no order of writes plants a config in one without an approval: a config,
+// objects/ and refs/ pass, the HEAD that completes it asks. Variant: HEAD and objects/ first,
+// refs/ last.
+func TestFieldCase_T01_WriteCompletingBareRepositoryAsks(t *testing.T) {
+	f := newHostFixture(t)
+	f.setMode(t, store.ModeAutoEdit)
+	for _, order := range [][]string{
+		{"gd/config", "gd/objects/info/x", "gd/refs/heads/x", "gd/HEAD"},
+		{"gd2/HEAD", "gd2/objects/x", "gd2/config", "gd2/refs/x"},
+	} {
+		for _, p := range order[:len(order)-1] {
+			m := f.run(t, "write_file", `{"path":"`+p+`","content":"ref: refs/heads/main\n"}`)
+			require.False(t, m.IsError, "%s: %s", p, m.Text)
+		}
+		last := order[len(order)-1]
+		ch := f.runAsync(context.Background(), f.call("write_file", `{"path":"`+last+`","content":"ref: refs/heads/main\n"}`))
+		req := f.pendingOne(t)
+		require.NotNil(t, req.GitMeta, last)
+		assert.True(t, *req.GitMeta, last)
+		f.answer(t, req, protocol.ApprovalDecisionDeny)
+		<-ch
+		assert.NoFileExists(t, filepath.Join(f.ws, last))
+	}
+}
