@@ -42,8 +42,8 @@ step "go vet" go vet ./...
 # 2-core machine), and ./e2e/, whose tests drive the real (non-race) binary: only their harness
 # would be checked, at over 15 min. The sets run side by side: the race set mostly waits
 # (./server/ under -race: about 10 min wall for 4 min of CPU), so the CPU-bound other set fits
-# beside it. ./server/ under -race runs in three processes by the letter after "Test"; the last
-# shard takes every test, example and fuzz seed the first two do not.
+# beside it. ./server/ under -race is compiled once and its test binary runs in three processes,
+# its tests dealt round-robin by name (every test, example and fuzz seed in exactly one shard).
 no_race='/zidane/(gen|protocol|scripts/benchtable|e2e/bench|server/workspace|server/workspace/sandbox|server/workspace/workspacetest|server/store/storetest|client/clienttest|e2e)$'
 server_pkg=github.com/zidane-server/zidane/server
 mapfile -t race_pkgs < <(go list ./... | grep -v -E "$no_race" | grep -v -x "$server_pkg")
@@ -51,19 +51,27 @@ mapfile -t other_pkgs < <(go list ./... | grep -E "$no_race")
 echo "== go test -race (${#race_pkgs[@]} packages with goroutines, ./server/ in 3 shards) and go test (${#other_pkgs[@]} others), side by side"
 declare -A sets=(
   [race]="go test -race -count=1 -timeout 18m ${race_pkgs[*]}"
-  [race-server-1]="go test -race -count=1 -timeout 18m -run ^Test[A-F] ./server/"
-  [race-server-2]="go test -race -count=1 -timeout 18m -run ^Test[G-Q] ./server/"
-  [race-server-3]="go test -race -count=1 -timeout 18m -skip ^Test[A-Q] ./server/"
   [other]="go test -count=1 -timeout 15m ${other_pkgs[*]}"
 )
 declare -A pid_of=()
-set -f # the sets' words hold patterns such as ^Test[A-F], never file globs
 for name in "${!sets[@]}"; do
   # shellcheck disable=SC2086 # the set's words are its command line
   ${sets[$name]} >"$logs/$name" 2>&1 &
   pid_of[$!]=$name
 done
-set +f
+# ./server/ compiled once under -race, beside the two sets; then its shards.
+if go test -race -c -o "$logs/server.test" ./server/ >"$logs/server-build" 2>&1; then
+  mapfile -t names < <(cd server && "$logs/server.test" -test.list '.*' | grep -E '^(Test|Example|Fuzz)')
+  for shard in 1 2 3; do
+    re=""
+    for ((i = shard - 1; i < ${#names[@]}; i += 3)); do re+="${re:+|}${names[$i]}"; done
+    (cd server && "$logs/server.test" -test.run "^(${re})\$" -test.timeout 18m &&
+      printf 'ok  \t%s (shard %d of 3, %d tests)\n' "$server_pkg" "$shard" $(((${#names[@]} - shard) / 3 + 1))) >"$logs/race-server-$shard" 2>&1 &
+    pid_of[$!]=race-server-$shard
+  done
+else
+  finish "go test -race -c ./server/" 1 "$logs/server-build"
+fi
 # Report each set as it ends, in the order they end.
 while [ ${#pid_of[@]} -gt 0 ]; do
   wait -n -p done_pid "${!pid_of[@]}"
