@@ -7,7 +7,7 @@
 // repository: the agent can write .git/config, so each call switches off hooks
 // (core.hooksPath=/dev/null), core.fsmonitor, external diff and textconv drivers (--no-ext-diff,
 // --no-textconv), the clean/smudge/process filters the repository's config names, remote
-// upload-pack/receive-pack commands (--upload-pack, --receive-pack), credential helpers and askpass programs it adds, signature
+// upload-pack/receive-pack commands (--upload-pack, --receive-pack), credential helpers and askpass programs it adds, curl's cookie jar (a file written wherever the config says), signature
 // checks (gpg), submodule recursion, automatic gc and lazy fetches of a partial clone's missing
 // objects (GIT_NO_LAZY_FETCH), and it restricts transports to an allowlist (protocol.allow=never
 // plus one entry per allowed scheme, and GIT_ALLOW_PROTOCOL).
@@ -356,7 +356,8 @@ func (b *limitedBuffer) String() string { return b.buf.String() }
 
 // neutralize reads the configuration git would use in dir (every scope, includes followed) and
 // returns -c overrides that switch off the programs it names: filter drivers, credential helpers
-// other than the global ones, and core.alternateRefsCommand. (A remote's uploadpack and
+// other than the global ones, and core.alternateRefsCommand; and the files it would have git
+// write outside the repository: curl's cookie jar (http[.<url>].cookieFile, saveCookies). (A remote's uploadpack and
 // receivepack cannot be overridden with -c, the first value wins: fetch and push name the
 // programs with --upload-pack and --receive-pack.) Reading config runs nothing.
 func (r *Runner) neutralize(ctx context.Context, dir string) ([]string, error) {
@@ -396,6 +397,13 @@ func (r *Runner) neutralize(ctx context.Context, dir string) ([]string, error) {
 			} else if e.scope != "command" {
 				localHelper[e.key] = true
 			}
+		case sec == "http" && (last == "cookiefile" || last == "savecookies") && e.scope != "command":
+			// curl's cookie jar is written wherever the config points, as the server's user.
+			p := "http."
+			if name != "" {
+				p += name + "."
+			}
+			add(p+"cookieFile=/dev/null", p+"saveCookies=false")
 		case e.key == "core.alternaterefscommand" && e.scope != "global":
 			add("core.alternateRefsCommand=true")
 		}
