@@ -33,6 +33,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"syscall"
@@ -227,6 +228,8 @@ type call struct {
 	stderr   io.Writer             // when set, stderr streams here too (clone progress)
 	timeout  time.Duration         // 0: Runner.Timeout
 	scan     bool                  // read the repository's config first and neutralize its drivers
+	scanIn   string                // where scan reads the config (default dir), no repository above it
+	env      []string              // added to the environment
 	allowed  map[int]bool          // exit codes that are not errors
 	onStart  func(pid int)         // called once the process runs
 	cancel   func(*exec.Cmd) error // how a cancelled call is stopped (default: kill the group)
@@ -236,7 +239,12 @@ type call struct {
 func (r *Runner) run(ctx context.Context, c call) ([]byte, int, error) {
 	args := r.baseFlags(c.noLocal)
 	if c.scan {
-		extra, err := r.neutralize(ctx, c.dir)
+		at, env := c.dir, []string(nil)
+		if c.scanIn != "" {
+			// No discovery above it: only the config the call itself reads (global).
+			at, env = c.scanIn, []string{"GIT_CEILING_DIRECTORIES=" + filepath.Dir(c.scanIn)}
+		}
+		extra, err := r.neutralize(ctx, at, env)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -251,7 +259,7 @@ func (r *Runner) run(ctx context.Context, c call) ([]byte, int, error) {
 	defer cancel()
 	cmd := exec.CommandContext(cctx, r.bin(), args...)
 	cmd.Dir = c.dir
-	cmd.Env = r.env(c.readOnly, c.noLocal)
+	cmd.Env = append(r.env(c.readOnly, c.noLocal), c.env...)
 	cmd.Stdin = nil
 	// Its own process group, so a timeout or cancel stops git and everything it started
 	// (ssh, upload-pack, index-pack).
@@ -360,8 +368,8 @@ func (b *limitedBuffer) String() string { return b.buf.String() }
 // write outside the repository: curl's cookie jar (http[.<url>].cookieFile, saveCookies). (A remote's uploadpack and
 // receivepack cannot be overridden with -c, the first value wins: fetch and push name the
 // programs with --upload-pack and --receive-pack.) Reading config runs nothing.
-func (r *Runner) neutralize(ctx context.Context, dir string) ([]string, error) {
-	out, _, err := r.run(ctx, call{dir: dir, readOnly: true, args: []string{"config", "--list", "--show-scope", "-z"}})
+func (r *Runner) neutralize(ctx context.Context, dir string, env []string) ([]string, error) {
+	out, _, err := r.run(ctx, call{dir: dir, readOnly: true, env: env, args: []string{"config", "--list", "--show-scope", "-z"}})
 	if err != nil {
 		return nil, err
 	}

@@ -267,8 +267,9 @@ func (r *Runner) Clone(ctx context.Context, url, dest string, progress func(Prog
 		readProgress(pr, progress)
 	}()
 	_, _, err = r.run(ctx, call{
-		// scan: the filter drivers of the operator's config (Git LFS) would run on the checkout.
-		dir: parent, timeout: r.cloneTimeout(), stderr: pw, scan: true,
+		// scan: the filter drivers of the operator's config (Git LFS) would run on the checkout;
+		// in tmp, not parent: clone reads no repository's config that holds parent.
+		dir: parent, timeout: r.cloneTimeout(), stderr: pw, scan: true, scanIn: tmp,
 		args: []string{"clone", "--progress", "--no-local", "--no-recurse-submodules", "--template=", "--upload-pack=" + r.uploadPack(url), "--", url, into},
 	})
 	pw.Close()
