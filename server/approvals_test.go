@@ -44,12 +44,18 @@ func TestApprovalModeScopes(t *testing.T) {
 	assert.Equal(t, "auto-edit", admin.result("approvals.setMode", fmt.Sprintf(`{"sessionId":%q,"mode":"auto-edit"}`, sid))["mode"])
 	assert.Equal(t, "auto-edit", chat.result("approvals.getMode", fmt.Sprintf(`{"sessionId":%q}`, sid))["mode"])
 	entries := admin.result("audit.list", fmt.Sprintf(`{"sessionId":%q}`, sid))["entries"].([]any)
-	var got []string
+	var got, calls []string
 	for _, x := range entries {
 		en := x.(map[string]any)
+		if en["action"] == "call" { // the dispatcher's entry of each call (x-audit), refused ones too
+			calls = append(calls, en["detail"].(string))
+			continue
+		}
 		got = append(got, en["action"].(string)+" "+en["detail"].(string))
 	}
-	assert.Equal(t, []string{"mode mode auto-edit", "mode mode ask", "mode mode locked"}, got)
+	assert.Equal(t, []string{"mode mode auto-edit", "mode mode ask", "mode mode locked"}, got, "one effect entry per change")
+	assert.Len(t, calls, 5, "every setMode call, the refused yolo and chat auto-edit included: %v", calls)
+	assert.Contains(t, calls[len(calls)-1], `mode="auto-edit" → error -32013`)
 	m = chat.call("audit.list", `{}`)
 	assert.Equal(t, -32013, errCode(m), "audit.list is admin")
 }
