@@ -3,7 +3,7 @@ SHELL := /bin/bash
 GO ?= go
 LISTEN ?= 127.0.0.1:4380
 # SERVER_ENV tells the server that make started it, so refusals naming a flag show the ARGS form.
-SERVER_ENV = ZIDANE_MAKE_RUN=1
+SERVER_ENV = ZIDANE_MAKE_RUN=1 ZIDANE_MAKE_ARGS='$(subst ','"'"',$(ARGS))' 
 
 .PHONY: all generate check-generated build run test fuzz soak bench bootstrap release-schema clean
 

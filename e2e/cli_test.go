@@ -427,3 +427,17 @@ func TestCLIModelsTakesDataDir(t *testing.T) {
 	require.NoError(t, err, "%s", out)
 	assert.Contains(t, string(out), "scripted/")
 }
+
+// TestCLITokenWhitespace: a ZIDANE_TOKEN read with $(cat file) or pasted with a newline or spaces
+// around it works (they are not part of a token); one with a control character inside is bad
+// usage saying so, not "no server answers" (a fresh user's report).
+func TestCLITokenWhitespace(t *testing.T) {
+	s := startServer(t, serverOpts{dbURL: storetest.URL(t)})
+	tok := s.mintToken("ws-cli", "chat")
+	code, out, errs := runCLI(t, s, " "+tok+"\r\n", "-c", "Say hello.")
+	assert.Equal(t, 0, code, "stderr: %s", errs)
+	assert.NotEmpty(t, out)
+	code, _, errs = runCLI(t, s, tok[:8]+"\n"+tok[8:], "-c", "Say hello.")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, errs, "ZIDANE_TOKEN holds a space or a control character")
+}

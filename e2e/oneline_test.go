@@ -69,7 +69,11 @@ func TestFieldCase_T15_NamesHoldNoControls(t *testing.T) {
 	status, body := post("phone")
 	require.Equal(t, http.StatusOK, status, "a refused name does not spend the code: %s", body)
 
-	for _, name := range []string{"evil\nrow", "evil\u202erow", "evil\x1b[2Krow"} {
+	code, out, errs = s.serverCmd("token", "create", "--name", strings.Repeat("n", 201), "--scope", "chat")
+	assert.NotEqual(t, 0, code)
+	assert.Empty(t, out)
+	assert.Contains(t, errs, "at most 200")
+	for _, name := range []string{"evil\nrow", "evil\u202erow", "evil\x1b[2Krow", "cli\u200b"} {
 		code, out, errs := s.serverCmd("token", "create", "--name", name, "--scope", "admin")
 		assert.NotEqual(t, 0, code, "token create --name %q", name)
 		assert.Empty(t, out, "no token is printed")

@@ -123,6 +123,10 @@ func TestFsCreateFolder(t *testing.T) {
 	_, viaMake := filesEnv(t, root, func(c *Config) { c.ViaMakeRun = true })
 	m = viaMake.call("fs.createFolder", fmt.Sprintf(`{"path":%q}`, filepath.Join(root, "new")))
 	require.Contains(t, errMsg(m), `make run ARGS="--allow-create-folders"`)
+	// The hint keeps the ARGS make started the server with.
+	_, withArgs := filesEnv(t, root, func(c *Config) { c.ViaMakeRun, c.MakeArgs = true, "--sandbox off --sandbox-allow-off" })
+	m = withArgs.call("fs.createFolder", fmt.Sprintf(`{"path":%q}`, filepath.Join(root, "new")))
+	require.Contains(t, errMsg(m), `make run ARGS="--sandbox off --sandbox-allow-off --allow-create-folders"`)
 
 	_, c := filesEnv(t, root, func(c *Config) { c.AllowCreateFolders = true })
 	h := c.call("ipc.hello", helloParams) // a second hello is refused; the flag is in the first

@@ -168,25 +168,34 @@ type Config struct {
 	// Sandbox configures the OS sandbox of the agent's commands (issue 14).
 	Sandbox SandboxConfig
 	// ViaMakeRun is set when `make run` started the server (ZIDANE_MAKE_RUN=1): a refusal that
-	// names a start flag then names the `make run ARGS="…"` form too (FlagHint).
+	// names a start flag then names the `make run ARGS="…"` form too (FlagHint), keeping the
+	// ARGS it was started with (MakeArgs, from ZIDANE_MAKE_ARGS).
 	ViaMakeRun bool
+	MakeArgs   string
 }
 
 // MakeRunEnv is the variable `make run` sets so that refusals naming a start flag also say how
 // to pass it through make (Config.ViaMakeRun).
 const MakeRunEnv = "ZIDANE_MAKE_RUN"
 
+// MakeArgsEnv is the variable `make run` puts its ARGS in, so a hint keeps them.
+const MakeArgsEnv = "ZIDANE_MAKE_ARGS"
+
 // FlagHint names a start flag (with its value, e.g. "--allowed-host NAME") as an operator passes
-// it: the flag itself, followed, when viaMake is set, by the `make run ARGS="…"` form.
-func FlagHint(flag string, viaMake bool) string {
+// it: the flag itself, followed, when viaMake is set, by the `make run ARGS="…"` form that adds
+// it to the ARGS the server was started with (makeArgs).
+func FlagHint(flag string, viaMake bool, makeArgs string) string {
 	if !viaMake {
 		return flag
 	}
-	return flag + ` (with make run: make run ARGS="` + flag + `")`
+	all := strings.TrimSpace(strings.TrimSpace(makeArgs) + " " + flag)
+	return flag + ` (with make run: make run ARGS="` + all + `")`
 }
 
 // flagHint is FlagHint for this server's start.
-func (s *Server) flagHint(flag string) string { return FlagHint(flag, s.cfg.ViaMakeRun) }
+func (s *Server) flagHint(flag string) string {
+	return FlagHint(flag, s.cfg.ViaMakeRun, s.cfg.MakeArgs)
+}
 
 // Server is one zidane-server process.
 type Server struct {

@@ -31,6 +31,7 @@ import (
 	"syscall"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -334,7 +335,7 @@ func startCmd() *cobra.Command {
 			cfg := server.Config{WorkspaceRoots: roots, AllowedOrigins: origins, AllowedHosts: allowedHosts, TokenRecheck: tokenRecheck, DataDir: db.dataDir, StepDelay: stepDelay, Logger: log, Limits: limits, Binary: absBinary(self),
 				AllowClone: allowClone, CloneSchemes: cloneSchemes, ProjectTerminals: projectTerminals, AllowCreateFolders: allowCreateFolders,
 				ApprovalTimeout: approvalTimeout, Models: models, SystemPrompt: systemPrompt, RunLimits: runLimits, Sandbox: sb,
-				ViaMakeRun: os.Getenv(server.MakeRunEnv) == "1"}
+				ViaMakeRun: os.Getenv(server.MakeRunEnv) == "1", MakeArgs: os.Getenv(server.MakeArgsEnv)}
 			if db.databaseURL != "" {
 				cfg.DatabaseURL = db.databaseURL
 			}
@@ -641,10 +642,10 @@ func checkRoots(roots []string, dataDir string, allowHome, viaMake bool) error {
 	for _, r := range roots {
 		isHome := home != "" && workspace.Holds(r, home) && workspace.Holds(home, r)
 		if isHome && !allowHome {
-			return fmt.Errorf("workspace root %s is the home directory of the server's user: the agent would read and write every file of the user; pass a project folder with %s, or %s to serve the whole home (the data dir and credential files inside it stay hidden)", r, server.FlagHint("--workspace-root DIR", viaMake), server.FlagHint("--allow-home-root", viaMake))
+			return fmt.Errorf("workspace root %s is the home directory of the server's user: the agent would read and write every file of the user; pass a project folder with %s, or %s to serve the whole home (the data dir and credential files inside it stay hidden)", r, server.FlagHint("--workspace-root DIR", viaMake, os.Getenv(server.MakeArgsEnv)), server.FlagHint("--allow-home-root", viaMake, os.Getenv(server.MakeArgsEnv)))
 		}
 		if !isHome && workspace.Holds(r, dataDir) {
-			return fmt.Errorf("workspace root %s holds the data dir %s (daemon.json's token, the database): pass %s with a folder outside the workspace roots, or a --workspace-root that does not hold it", r, dataDir, server.FlagHint("--data-dir DIR", viaMake))
+			return fmt.Errorf("workspace root %s holds the data dir %s (daemon.json's token, the database): pass %s with a folder outside the workspace roots, or a --workspace-root that does not hold it", r, dataDir, server.FlagHint("--data-dir DIR", viaMake, os.Getenv(server.MakeArgsEnv)))
 		}
 	}
 	return nil
@@ -670,8 +671,11 @@ func tokenCmd() *cobra.Command {
 			if name == "" {
 				return errors.New("--name is required")
 			}
+			if n := utf8.RuneCountInString(name); n > maxTokenName {
+				return fmt.Errorf("--name is %d characters long: a token name has at most %d (as POST /zidane/pair allows)", n, maxTokenName)
+			}
 			if problem := oneline.Problem("a token name", name); problem != "" {
-				return fmt.Errorf("--name %q: %s", name, problem)
+				return fmt.Errorf("--name %s: %s", oneline.Line(name), problem)
 			}
 			if !protocol.Scope(scope).IsKnown() || scope == "none" {
 				return fmt.Errorf("--scope %q: use chat, admin or machine", scope)
@@ -748,6 +752,9 @@ func tokenCmd() *cobra.Command {
 	cmd.AddCommand(create, list, revoke)
 	return cmd
 }
+
+// maxTokenName is the longest token name, in characters, that token create and pairing take.
+const maxTokenName = 200
 
 func pairCmd() *cobra.Command {
 	var db dbFlags

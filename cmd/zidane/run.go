@@ -32,7 +32,12 @@ type target struct {
 }
 
 func resolveTarget(o promptOptions, stderr io.Writer) (target, int) {
-	t := target{url: os.Getenv("ZIDANE_URL"), token: os.Getenv("ZIDANE_TOKEN")}
+	// A token read with $(cat file) or pasted ends in a newline or spaces: they are not part of it.
+	t := target{url: strings.TrimSpace(os.Getenv("ZIDANE_URL")), token: strings.TrimSpace(os.Getenv("ZIDANE_TOKEN"))}
+	if strings.ContainsFunc(t.token, func(r rune) bool { return r < 0x21 || r == 0x7f }) {
+		fmt.Fprintln(stderr, "zidane: ZIDANE_TOKEN holds a space or a control character inside it; a token is one word (zds_…): set it again, e.g. ZIDANE_TOKEN=$(cat token-file)")
+		return t, exitUsage
+	}
 	if t.url != "" && !serverURL(t.url) {
 		fmt.Fprintf(stderr, "zidane: ZIDANE_URL %q is not a server address: use ws://HOST:PORT (or wss://, http://, https://, or unix:///path/to/socket)\n", t.url)
 		return t, exitUsage

@@ -137,10 +137,18 @@ func escape(r rune) string {
 	switch {
 	case r < 0x20 || r == 0x7F:
 		return fmt.Sprintf(`\x%02x`, r)
-	case (r >= 0x80 && r <= 0x9F) || r == '\u2028' || r == '\u2029' || IsBidiControl(r) || isBidiMark(r):
+	case (r >= 0x80 && r <= 0x9F) || r == '\u2028' || r == '\u2029' || IsBidiControl(r) || isBidiMark(r) || isInvisibleFormat(r):
 		return fmt.Sprintf(`\u%04x`, r)
 	}
 	return string(r)
+}
+
+// isInvisibleFormat reports the format characters (Unicode Cf) that draw nothing and so let one
+// name pass for another (`cli` and `cli\u200b`): the zero-width space, word joiner, BOM, soft
+// hyphen and the like. The joiners U+200C/U+200D and the emoji tag characters are left alone:
+// scripts and emoji sequences need them to show as they should.
+func isInvisibleFormat(r rune) bool {
+	return unicode.Is(unicode.Cf, r) && r != '\u200C' && r != '\u200D' && !(r >= 0xE0020 && r <= 0xE007F) && !IsBidiControl(r) && !isBidiMark(r)
 }
 
 // IsBidiControl reports whether r opens or closes a bidi embedding, override or isolate
@@ -179,6 +187,8 @@ func Problem(what, s string) string {
 			return what + " cannot hold control characters (line breaks, tabs, NUL, escape sequences); send it on one line"
 		case IsBidiControl(r):
 			return what + " cannot hold bidi embeddings, overrides or isolates (U+202A–U+202E, U+2066–U+2069)"
+		case isInvisibleFormat(r):
+			return what + fmt.Sprintf(" cannot hold invisible format characters (U+%04X here; zero-width space, word joiner, BOM), which make one name look like another", r)
 		}
 	}
 	return ""

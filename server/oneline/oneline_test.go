@@ -73,3 +73,14 @@ func TestProblem(t *testing.T) {
 	}
 	assert.Contains(t, Problem("a title", " \u200b "), "needs a visible character")
 }
+
+// Invisible format characters are shown escaped and refused in names (a fresh user's token
+// "cli\u200b" listed exactly like "cli"); the joiners of scripts and emoji stay as they are.
+func TestInvisibleFormatCharacters(t *testing.T) {
+	assert.Equal(t, `cli\u200b`, Line("cli\u200b"))
+	assert.Equal(t, `a\u2060b\ufeff`, Line("a\u2060b\ufeff"))
+	assert.Equal(t, "👩\u200d💻", Line("👩\u200d💻"))
+	assert.Equal(t, "क्\u200dष", Line("क्\u200dष"))
+	assert.Contains(t, Problem("a token name", "cli\u200b"), "U+200B")
+	assert.Empty(t, Problem("a token name", "👩\u200d💻 dev"))
+}

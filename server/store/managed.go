@@ -209,6 +209,26 @@ func (r *runAs) checkTraverse(dir string) error {
 	}
 }
 
+// checkClusterOwner refuses, as root, a cluster directory that an ordinary user's server made
+// (owned by a uid that is neither root nor the user root runs Postgres as): taking it over
+// would chown it away from that user, whose server then could not start.
+func (r *runAs) checkClusterOwner(clusterDir string) error {
+	fi, err := os.Lstat(clusterDir)
+	if err != nil {
+		return nil // not there yet: ours to make
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok || st.Uid == 0 || st.Uid == r.uid {
+		return nil
+	}
+	owner := fmt.Sprintf("uid %d", st.Uid)
+	if u, err := user.LookupId(strconv.FormatUint(uint64(st.Uid), 10)); err == nil {
+		owner = fmt.Sprintf("user %s (uid %d)", u.Username, st.Uid)
+	}
+	return fmt.Errorf("the managed Postgres in %s belongs to %s, whose server made it; running it as root would take it from that user: "+
+		"run this command as that user (runuser -u <user> -- zidane-server …), or give root a data dir of its own (--data-dir)", clusterDir, owner)
+}
+
 // chownTree gives the tree at root to the user, walking it only when root
 // itself is not already owned by the user.
 func (r *runAs) chownTree(root string) error {
@@ -289,6 +309,9 @@ func startManaged(ctx context.Context, dataDir string, log *slog.Logger) (*Manag
 			return nil, err
 		}
 		m.as = as
+		if err := as.checkClusterOwner(m.clusterDir); err != nil {
+			return nil, err
+		}
 		// dataDir is ours: let the user traverse it (search only, no listing).
 		if fi, err := os.Stat(dataDir); err == nil && !as.canSearch(fi) {
 			if err := os.Chmod(dataDir, fi.Mode().Perm()|0o001); err != nil {

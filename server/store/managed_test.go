@@ -131,6 +131,30 @@ func TestManagedRootBlockedParent(t *testing.T) {
 	assert.NoDirExists(t, filepath.Join(blocked, "data", "postgres"), "nothing initialised")
 }
 
+// TestManagedRootLeavesAnotherUsersCluster: as root, a data dir whose cluster an ordinary user's
+// server made is refused with the owner named, and nothing in it changes owner (a fresh user's
+// `token list` as root had chowned a stopped uid-1000 cluster, which then could not start).
+func TestManagedRootLeavesAnotherUsersCluster(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("only meaningful as root")
+	}
+	t.Parallel()
+	data := storetest.ShortTempDir(t)
+	cluster := filepath.Join(data, "postgres")
+	require.NoError(t, os.Mkdir(cluster, 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(cluster, "PG_VERSION"), []byte("15\n"), 0o600))
+	for _, p := range []string{cluster, filepath.Join(cluster, "PG_VERSION")} {
+		require.NoError(t, os.Lchown(p, 1000, 1000))
+	}
+	_, err := store.StartManaged(context.Background(), data, quiet)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "uid 1000")
+	assert.Contains(t, err.Error(), "run this command as that user")
+	fi, err := os.Stat(filepath.Join(cluster, "PG_VERSION"))
+	require.NoError(t, err)
+	assert.EqualValues(t, 1000, fi.Sys().(*syscall.Stat_t).Uid, "the user's cluster keeps its owner")
+}
+
 // TestHealthSeesSmartShutdown: a PostgreSQL in smart shutdown keeps serving the pool's open
 // connections but refuses new ones; Store.Health must report that (so /healthz says degraded)
 // while Ping, which reuses a pooled connection, still succeeds.
