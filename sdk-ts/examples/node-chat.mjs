@@ -18,6 +18,11 @@ if (!token) {
 }
 
 const host = createServerHost({ url, token, WebSocket, appVersion: 'node-chat-example', reconnect: { initialMs: 500, maxMs: 2000 } })
+// Say why nothing happens yet: a server that does not answer is retried, not a silent wait.
+host.client.connection.subscribe(() => {
+  const c = host.client.connection.get()
+  if (c.status === 'retrying') console.error(`No answer from ${url} (${c.error.message}); retrying. Is the server running there? Set ZIDANE_URL for another address.`)
+})
 try {
   await host.ready
 } catch (err) {
@@ -40,6 +45,8 @@ const done = new Promise((resolve) => {
       else if (e.kind === 'error') process.stdout.write(`\n[error] ${e.message}\n`)
     } else if (signal.kind === 'turn:end') {
       process.stdout.write('\n')
+    } else if (signal.kind === 'approval:request' || signal.kind === 'interaction:request') {
+      process.stderr.write('\n[waiting] the agent asks for an answer this example does not give; answer it from bin/zidane or an app, or it expires as a denial\n')
     } else if (signal.kind === 'run:end') {
       resolve(signal)
     }
