@@ -99,15 +99,6 @@ func (p *proc) rssKiB(tb testing.TB) int64 {
 	return 0
 }
 
-// fds is the number of open file descriptors of the process.
-func (p *proc) fds(tb testing.TB) int {
-	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", p.pid()))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return len(ents)
-}
-
 func (p *proc) stop() {
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	done := make(chan struct{})
@@ -214,7 +205,14 @@ func (s *server) mint(tb testing.TB, scope string) string {
 }
 
 // goroutines reads go_goroutines from the server's /metrics (admin token).
-func (s *server) goroutines(tb testing.TB) int {
+func (s *server) goroutines(tb testing.TB) int { return s.metric(tb, "go_goroutines") }
+
+// fds is the server's open file descriptors, as it counts them itself (process_open_fds): a
+// non-dumpable server's /proc/<pid>/fd is root's, unreadable to a non-root user running this.
+func (s *server) fds(tb testing.TB) int { return s.metric(tb, "process_open_fds") }
+
+// metric is one unlabelled gauge of the server's /metrics.
+func (s *server) metric(tb testing.TB, name string) int {
 	req, _ := http.NewRequest("GET", "http://"+s.addr+"/metrics", nil)
 	req.Header.Set("Authorization", "Bearer "+s.admin)
 	resp, err := http.DefaultClient.Do(req)
@@ -224,12 +222,12 @@ func (s *server) goroutines(tb testing.TB) int {
 	defer resp.Body.Close()
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "go_goroutines "); ok {
+		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
 			n, _ := strconv.ParseFloat(v, 64)
 			return int(n)
 		}
 	}
-	tb.Fatalf("no go_goroutines in /metrics (status %d)", resp.StatusCode)
+	tb.Fatalf("no %s in /metrics (status %d)", name, resp.StatusCode)
 	return 0
 }
 
