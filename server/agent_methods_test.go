@@ -186,10 +186,12 @@ func TestStreamProgress(t *testing.T) {
 		}
 	}
 	// ~1.5 s + ~0.5 s of streaming: at least 4 reports, at most 4 a second: any 5 in a row span
-	// a second at the server (less the delivery jitter here).
+	// a second at the server. Seen here they may bunch by the delivery jitter of a loaded
+	// machine (CI saw 740 ms), so the check allows half of it: a missing limiter (a report per
+	// 50 ms piece) spans 200 ms.
 	require.GreaterOrEqual(t, len(got), 4, "%+v", got)
 	for i := 4; i < len(got); i++ {
-		assert.Greater(t, got[i].at.Sub(got[i-4].at), 750*time.Millisecond, "any 5 in a row span about a second")
+		assert.Greater(t, got[i].at.Sub(got[i-4].at), 500*time.Millisecond, "any 5 in a row span about a second")
 	}
 	turns := map[string]bool{}
 	for i, p := range got {
