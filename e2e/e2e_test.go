@@ -640,6 +640,16 @@ func TestHTTP(t *testing.T) {
 	require.NoError(t, json.Unmarshal(b, &pj), "protocol.json: %.200s", b)
 	assert.EqualValues(t, protoVersion, pj["protocolVersion"])
 
+	// The SSE protocol's OpenAPI document, like /protocol.json without a token (issue 26).
+	resp, err = hc.Get("http://" + s.addr + "/zidane/sse/openapi.json")
+	require.NoError(t, err)
+	b, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, 200, resp.StatusCode)
+	var oa map[string]any
+	require.NoError(t, json.Unmarshal(b, &oa), "openapi.json: %.200s", b)
+	assert.Equal(t, "3.1.0", oa["openapi"])
+
 	resp, err = hc.Get("http://" + s.addr + "/version")
 	require.NoError(t, err)
 	b, _ = io.ReadAll(resp.Body)

@@ -113,6 +113,12 @@ func (l *loader) build(fileNames []string) {
 		l.claim(goName(g.Name)+"Handler", "schema/"+fn)
 		p.Groups = append(p.Groups, g)
 	}
+	// The HTTP section, once every method is known (its routes name them).
+	for _, g := range p.Groups {
+		if h := p.files[g.File].get("http"); h != nil {
+			l.httpAPI(g, g.File, h)
+		}
+	}
 	sort.Slice(p.Methods, func(i, j int) bool { return p.Methods[i].Name < p.Methods[j].Name })
 
 	// The union of all signals.

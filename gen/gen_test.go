@@ -7,9 +7,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
+	"github.com/santhosh-tekuri/jsonschema/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -259,6 +261,31 @@ func TestBadSchemas(t *testing.T) {
 			obj(m, "signals")["thing:gone"] = map[string]any{"summary": "A thing went.", "since": 1, "session": true, "scopes": []any{"admin"}, "delivery": "all",
 				"required": []any{"sessionId"}, "properties": map[string]any{"sessionId": map[string]any{"type": "string", "since": 1, "description": "The session."}}}
 		}, `schema/things.json#/signals/thing:gone/scopes: a sequenced signal (session, delivery all, not ephemeral) must have the same scopes as "thing:changed"`},
+		{"route path parameter not declared", func(m map[string]any) {
+			delete(obj(m, "http", "routes", "getThing"), "pathParams")
+		}, "schema/things.json#/http/routes/getThing/path: {id} in the path is not declared in pathParams"},
+		{"route parameter not in the path", func(m map[string]any) {
+			obj(m, "http", "routes", "getThing", "pathParams")["other"] = map[string]any{"type": "string", "since": 1}
+		}, `path parameter "other" is not in the path /things/{id}`},
+		{"GET route with a body", func(m map[string]any) {
+			obj(m, "http", "routes", "getThing")["body"] = map[string]any{"$ref": "#/$defs/Tree"}
+		}, "schema/things.json#/http/routes/getThing/body: a GET route takes no body"},
+		{"POST route without a body", func(m map[string]any) { delete(obj(m, "http", "routes", "putThing"), "body") }, "a POST route takes a JSON body"},
+		{"route with response and stream", func(m map[string]any) {
+			obj(m, "http", "routes", "getThing")["stream"] = map[string]any{"$ref": "#/$defs/Shape"}
+		}, "a route answers either response (JSON) or stream"},
+		{"route naming an unknown method", func(m map[string]any) { obj(m, "http", "routes", "putThing")["x-method"] = "things.nope" }, `x-method names "things.nope"`},
+		{"route with a dangling body", func(m map[string]any) {
+			obj(m, "http", "routes", "putThing", "body")["$ref"] = "#/$defs/Nope"
+		}, `schema/things.json#/http/routes/putThing/body: dangling $ref`},
+		{"route parameter that is an object", func(m map[string]any) {
+			obj(m, "http", "routes", "getThing", "query")["depth"] = map[string]any{"type": "object", "since": 1, "properties": map[string]any{}}
+		}, "a query parameter is a string, an integer or a boolean"},
+		{"duplicate route", func(m map[string]any) {
+			obj(m, "http", "routes", "putThing")["path"] = "/things/{id}"
+			obj(m, "http", "routes", "putThing")["method"] = "GET"
+			delete(obj(m, "http", "routes", "putThing"), "body")
+		}, "is also route getThing"},
 		{"inline union", func(m map[string]any) {
 			obj(m, "methods", "things.put", "params", "properties")["shape2"] = map[string]any{"since": 1, "oneOf": []any{map[string]any{"$ref": "#/$defs/Circle"}}}
 		}, "a union (oneOf) must be a named type under $defs"},
@@ -374,4 +401,44 @@ func TestNoBreakingChangeAgainstRelease(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEmpty(t, snap, "schema/releases has no snapshot; run make release-schema")
 	require.Empty(t, breaks, "breaking changes against %s; bump protocolVersion or undo them", snap)
+}
+
+// TestSSEOpenAPI checks the OpenAPI document of the real schema's HTTP section: the fixed
+// operationIds (other clients find the routes by them, issue 26), every $ref resolving inside
+// the document, and every component schema compiling as JSON Schema 2020-12 (OpenAPI 3.1's
+// dialect).
+func TestSSEOpenAPI(t *testing.T) {
+	files, err := Generate("../schema")
+	require.NoError(t, err)
+	raw := files[openAPIPath]
+	require.NotEmpty(t, raw)
+	var doc struct {
+		OpenAPI    string                               `json:"openapi"`
+		Paths      map[string]map[string]map[string]any `json:"paths"`
+		Components struct {
+			Schemas map[string]any `json:"schemas"`
+		} `json:"components"`
+	}
+	require.NoError(t, json.Unmarshal(raw, &doc))
+	assert.Equal(t, "3.1.0", doc.OpenAPI)
+	ops := map[string]string{}
+	for path, item := range doc.Paths {
+		assert.True(t, strings.HasPrefix(path, "/") && !strings.HasPrefix(path, "/api/"), "paths are relative to the base path: %s", path)
+		for method, op := range item {
+			ops[op["operationId"].(string)] = strings.ToUpper(method) + " " + path
+		}
+	}
+	assert.ElementsMatch(t, []string{"listSessions", "createSession", "hydrate", "stream", "send", "answer", "cancel"}, sortedKeys(ops))
+	for _, ref := range regexp.MustCompile(`"\$ref": "([^"]+)"`).FindAllStringSubmatch(string(raw), -1) {
+		name, ok := strings.CutPrefix(ref[1], "#/components/schemas/")
+		require.True(t, ok, "ref %s points outside components/schemas", ref[1])
+		assert.Contains(t, doc.Components.Schemas, name, "dangling ref %s", ref[1])
+	}
+	c := jsonschema.NewCompiler()
+	c.Draft = jsonschema.Draft2020
+	require.NoError(t, c.AddResource("https://zidane.dev/sse/openapi.json", bytes.NewReader(raw)))
+	for name := range doc.Components.Schemas {
+		_, err := c.Compile("https://zidane.dev/sse/openapi.json#/components/schemas/" + name)
+		assert.NoError(t, err, name)
+	}
 }

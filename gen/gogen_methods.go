@@ -300,6 +300,14 @@ func GoFiles(p *Protocol) (map[string][]byte, error) {
 		return nil, err
 	}
 	out["protocol/bundle_gen.json"] = p.Bundle
+	if p.HTTP != nil {
+		f = newFile("protocol", p)
+		g.emitSSE(f)
+		if err := put(out, "protocol/sse_gen.go", f); err != nil {
+			return nil, err
+		}
+		out[openAPIPath] = OpenAPIFile(p)
+	}
 
 	f = newFile("client", p)
 	gc := &goEmitter{p: p, qual: func(n string) *jen.Statement { return jen.Qual(protocolPath, n) }}

@@ -84,6 +84,9 @@ func MarkdownFile(p *Protocol) []byte {
 		w("\n\n")
 		fieldTable(&b, p, s.Type)
 	}
+	if p.HTTP != nil {
+		mdSSE(&b, p)
+	}
 	w("## Types\n\n")
 	for _, name := range sortedKeys(p.Types) {
 		t := p.Types[name]

@@ -43,6 +43,7 @@ type Protocol struct {
 	Signals             []*Signal        // in group order, then schema order
 	Hash                string           // sha256 of the schema files, hex
 	Bundle              []byte           // the bundled schema served at /protocol.json
+	HTTP                *HTTPAPI         // the HTTP section (SSE protocol v1), nil when no group has one
 
 	files map[string]*node
 }

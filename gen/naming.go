@@ -10,6 +10,7 @@ var initialisms = map[string]bool{
 	"ID": true, "URL": true, "URI": true, "JSON": true, "HTTP": true, "HTTPS": true,
 	"API": true, "UUID": true, "IPC": true, "RPC": true, "TTL": true, "UI": true,
 	"OS": true, "PID": true, "OK": true, "SHA": true, "CPU": true, "SQL": true, "TLS": true,
+	"SSE": true,
 }
 
 // words splits s at punctuation and at lower→upper case changes:

@@ -137,6 +137,9 @@ func TSFile(p *Protocol) []byte {
 		}
 	}
 	w("}\n")
+	if p.HTTP != nil {
+		tsSSE(&b, p)
+	}
 	return []byte(b.String())
 }
 

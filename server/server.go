@@ -584,8 +584,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case r.Method == http.MethodGet && r.URL.Path == "/protocol.json":
 		w.Header().Set("Content-Type", "application/schema+json")
 		w.Write(protocol.BundledSchema)
+	case r.Method == http.MethodGet && r.URL.Path == "/zidane/sse/openapi.json":
+		// The SSE protocol's OpenAPI document (schema/sse.json), like /protocol.json: no token.
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(protocol.SSEOpenAPI)
 	default:
-		plainText(w, http.StatusNotFound, "Not found. Connect a WebSocket to this port, or GET /healthz, /version, /protocol.json, /metrics, or POST /zidane/pair.")
+		plainText(w, http.StatusNotFound, "Not found. Connect a WebSocket to this port, or GET /healthz, /version, /protocol.json, /zidane/sse/openapi.json, /metrics, or POST /zidane/pair.")
 	}
 }
 
