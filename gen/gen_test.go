@@ -185,7 +185,12 @@ func mustRel(t *testing.T, base, p string) string {
 
 // edit returns the fixture with one file changed by fn (on the decoded JSON).
 func edit(t *testing.T, file string, fn func(m map[string]any)) map[string][]byte {
-	files := loadFixture(t, "full")
+	return editFixture(t, "full", file, fn)
+}
+
+// editFixture is edit on another fixture.
+func editFixture(t *testing.T, fixture, file string, fn func(m map[string]any)) map[string][]byte {
+	files := loadFixture(t, fixture)
 	var m map[string]any
 	require.NoError(t, json.Unmarshal(files[file], &m))
 	fn(m)
@@ -261,6 +266,27 @@ func TestBadSchemas(t *testing.T) {
 			obj(m, "signals")["thing:gone"] = map[string]any{"summary": "A thing went.", "since": 1, "session": true, "scopes": []any{"admin"}, "delivery": "all",
 				"required": []any{"sessionId"}, "properties": map[string]any{"sessionId": map[string]any{"type": "string", "since": 1, "description": "The session."}}}
 		}, `schema/things.json#/signals/thing:gone/scopes: a sequenced signal (session, delivery all, not ephemeral) must have the same scopes as "thing:changed"`},
+		{"inline union", func(m map[string]any) {
+			obj(m, "methods", "things.put", "params", "properties")["shape2"] = map[string]any{"since": 1, "oneOf": []any{map[string]any{"$ref": "#/$defs/Circle"}}}
+		}, "a union (oneOf) must be a named type under $defs"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := LoadFiles(edit(t, "things.json", c.fn), metaDir)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), c.want)
+		})
+	}
+}
+
+// TestBadHTTPSchemas: each bad route of the http section (fixture http) fails with its precise
+// message, naming the file and pointer.
+func TestBadHTTPSchemas(t *testing.T) {
+	cases := []struct {
+		name string
+		fn   func(m map[string]any)
+		want string
+	}{
 		{"route path parameter not declared", func(m map[string]any) {
 			delete(obj(m, "http", "routes", "getThing"), "pathParams")
 		}, "schema/things.json#/http/routes/getThing/path: {id} in the path is not declared in pathParams"},
@@ -286,16 +312,39 @@ func TestBadSchemas(t *testing.T) {
 			obj(m, "http", "routes", "putThing")["method"] = "GET"
 			delete(obj(m, "http", "routes", "putThing"), "body")
 		}, "is also route getThing"},
-		{"inline union", func(m map[string]any) {
-			obj(m, "methods", "things.put", "params", "properties")["shape2"] = map[string]any{"since": 1, "oneOf": []any{map[string]any{"$ref": "#/$defs/Circle"}}}
-		}, "a union (oneOf) must be a named type under $defs"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := LoadFiles(edit(t, "things.json", c.fn), metaDir)
+			_, err := LoadFiles(editFixture(t, "http", "things.json", c.fn), metaDir)
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), c.want)
 		})
+	}
+}
+
+// TestGoldenHTTP compares the http section's own outputs of fixture http with
+// gen/testdata/fixtures/http/golden/*.golden (go test ./gen -run TestGoldenHTTP -update rewrites
+// them): the Go route table, the OpenAPI document, and the TypeScript and reference sections.
+func TestGoldenHTTP(t *testing.T) {
+	out := generateFiles(t, loadFixture(t, "http"))
+	ts := string(out["sdk-ts/src/protocol.ts"])
+	md := string(out["docs/protocol.md"])
+	parts := map[string]string{
+		"protocol__sse_gen.go.golden":           string(out["protocol/sse_gen.go"]),
+		"protocol__sse_openapi_gen.json.golden": string(out[openAPIPath]),
+		"sdk-ts__src__protocol.ts.golden":       ts[strings.Index(ts, "\n/** The header every response"):],
+		"docs__protocol.md.golden":              md[strings.Index(md, "## SSE protocol"):strings.Index(md, "## Types")],
+	}
+	dir := filepath.Join("testdata", "fixtures", "http", "golden")
+	for name, got := range parts {
+		gp := filepath.Join(dir, name)
+		if *update {
+			require.NoError(t, os.WriteFile(gp, []byte(got), 0o644))
+			continue
+		}
+		want, err := os.ReadFile(gp)
+		require.NoError(t, err, "golden file missing: run go test ./gen -run TestGoldenHTTP -update")
+		assert.Equal(t, string(want), got, "%s differs", gp)
 	}
 }
 
