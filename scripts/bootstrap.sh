@@ -1,15 +1,27 @@
 #!/usr/bin/env bash
 # Installs what `make run` and `make test` need and are missing: PostgreSQL server binaries
-# (for the managed local Postgres) and the TypeScript toolchain of sdk-ts (npm ci, from the lock file).
-# Usage: scripts/bootstrap.sh --server | --ts | --all
+# (for the managed local Postgres), the TypeScript toolchain of sdk-ts (npm ci, from the lock file) and
+# Chromium for the web app's browser tests (Debian's chromium, driven by playwright-core).
+# Usage: scripts/bootstrap.sh --server | --ts | --browser | --all
 set -euo pipefail
 cd "$(dirname "$0")/.."
-want_server=0 want_ts=0
+want_server=0 want_ts=0 want_browser=0
 case "${1:---all}" in
   --server) want_server=1 ;;
   --ts) want_ts=1 ;;
-  --all) want_server=1 want_ts=1 ;;
+  --browser) want_browser=1 ;;
+  --all) want_server=1 want_ts=1 want_browser=1 ;;
 esac
+
+# apt_install PACKAGE WHAT: installs a Debian package as root, else says how to get it.
+apt_install() {
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "bootstrap: installing $2 (apt-get install $1)" >&2
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$1" >/dev/null
+  else
+    echo "bootstrap: $2 not found; install it (Debian/Ubuntu: sudo apt-get install $1)${3:+ or $3}" >&2
+  fi
+}
 
 have_pg() {
   command -v initdb >/dev/null 2>&1 && command -v postgres >/dev/null 2>&1 && return 0
@@ -17,12 +29,7 @@ have_pg() {
 }
 
 if [ "$want_server" = 1 ] && ! have_pg; then
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-    echo "bootstrap: installing PostgreSQL server binaries (apt-get install postgresql)" >&2
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
-  else
-    echo "bootstrap: PostgreSQL binaries not found; install them (Debian/Ubuntu: sudo apt-get install postgresql) or set DATABASE_URL" >&2
-  fi
+  apt_install postgresql "PostgreSQL server binaries" "set DATABASE_URL"
 fi
 
 if [ "$want_ts" = 1 ]; then
@@ -37,4 +44,13 @@ if [ "$want_ts" = 1 ]; then
   if [ -f sdk-ts/package-lock.json ] && { [ ! -d sdk-ts/node_modules ] || [ sdk-ts/package-lock.json -nt sdk-ts/node_modules/.package-lock.json ]; }; then
     (cd sdk-ts && npm ci --no-audit --no-fund --loglevel=error)
   fi
+fi
+
+have_chromium() {
+  [ -n "${CHROMIUM_BIN:-}" ] && [ -x "$CHROMIUM_BIN" ] && return 0
+  command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1
+}
+
+if [ "$want_browser" = 1 ] && ! have_chromium; then
+  apt_install chromium "Chromium for the browser tests" "set CHROMIUM_BIN"
 fi

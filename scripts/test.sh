@@ -88,6 +88,8 @@ if [ -f sdk-ts/package.json ]; then
   # Its integration tests start bin/zidane-server.
   step "build bin/ for the sdk-ts tests" go build -o bin/ ./cmd/zidane-server ./cmd/zidane
   step "sdk-ts" bash -c 'cd sdk-ts && npm test --silent'
+  # The web app in Chromium against the real binary, which embeds the app: build the app, then bin/.
+  step "web app in Chromium" bash -c 'cd sdk-ts && npm run build:app --silent && cd .. && go build -o bin/ ./cmd/zidane-server ./cmd/zidane && cd sdk-ts && npm run test:browser --silent'
 fi
 
 if [ "${CI:-}" = "true" ]; then

@@ -142,3 +142,17 @@ export function usePeekSessionRunning(): (sessionId: string) => boolean {
   const streams = useSessionStreams()
   return useCallback((sessionId: string) => streams.getSnapshot(sessionId).running, [streams])
 }
+
+// The components of the client seed ("Connecting a host") and their parts.
+export { ChatProvider, useChat, focusComposer } from './context.js'
+export type { ChatProviderProps, ChatContextValue } from './context.js'
+export { SessionList } from './session-list.js'
+export type { SessionListProps } from './session-list.js'
+export { HostTranscript, TranscriptItem, DiffView, transcriptRows } from './transcript.js'
+export type { HostTranscriptProps, TranscriptRow, DiffViewProps } from './transcript.js'
+export { HostInteractions } from './interactions.js'
+export type { HostInteractionsProps } from './interactions.js'
+export { HostComposer } from './composer.js'
+export type { HostComposerProps } from './composer.js'
+export { Markdown, CodeBlock, safeUrl } from './markdown.js'
+export type { MarkdownProps, CodeBlockProps } from './markdown.js'

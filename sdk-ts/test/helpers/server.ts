@@ -136,6 +136,14 @@ export class ServerProcess {
     return tok
   }
 
+  /** A single-use pairing code (zidane-server pair) that POST /zidane/pair trades for a token of scope. */
+  pairCode(scope = 'chat'): string {
+    const out = this.cli(['pair', '--scope', scope])
+    const code = /[A-Z0-9]{4}-[A-Z0-9]{4}/.exec(out)?.[0]
+    if (!code) throw new Error(`pair printed ${out}`)
+    return code
+  }
+
   revokeToken(name: string): void {
     this.cli(['token', 'revoke', name])
   }

@@ -1,0 +1,232 @@
+// <HostInteractions sessionId>: what waits for the user in one session (issue 24 section 1): the
+// oldest pending tool approval as a dialog named "Approval" (the exact command or the write's diff
+// or new content; Allow, Always allow with what it would store, Deny; how many more wait), the
+// oldest question as a dialog named "Question" (radio buttons for one answer, checkboxes for
+// several, a textbox "Answer" when free text is allowed, Submit), and the follow-up queue with
+// Remove (server hosts). Focus moves to a dialog when it appears and back to the composer after.
+import { useEffect, useId, useRef, useState, type FormEvent, type ReactNode, type RefObject } from 'react'
+import type { PendingInteraction } from '../adapters/types.js'
+import type { ApprovalDecision, ApprovalRequest, QueuedPrompt, WireSignal } from '../protocol.js'
+import { focusComposer, useChat } from './context.js'
+import { useStore } from './index.js'
+import { DiffView } from './transcript.js'
+
+const none = { get: () => [] as readonly ApprovalRequest[], subscribe: () => () => {} }
+
+function useFocusOnMount<T extends HTMLElement>(key: string): RefObject<T> {
+  const ref = useRef<T>(null)
+  useEffect(() => {
+    ref.current?.focus()
+  }, [key])
+  return ref
+}
+
+function field(input: unknown, name: string): string | undefined {
+  if (typeof input !== 'object' || input === null) return undefined
+  const v = (input as Record<string, unknown>)[name]
+  return typeof v === 'string' ? v : undefined
+}
+
+/** The approval dialog of one request. */
+function ApprovalDialog({ request, more, onAnswer }: { request: ApprovalRequest; more: number; onAnswer: (d: ApprovalDecision) => Promise<void> }): ReactNode {
+  const first = useFocusOnMount<HTMLButtonElement>(request.requestId)
+  const [busy, setBusy] = useState(false)
+  const [error, setError] = useState<string>()
+  const titleId = useId()
+  const command = field(request.input, 'command')
+  const content = field(request.input, 'content')
+  const path = field(request.input, 'path')
+  const answer = (d: ApprovalDecision) => {
+    setBusy(true)
+    onAnswer(d).catch((e: unknown) => {
+      setError(e instanceof Error ? e.message : String(e))
+      setBusy(false)
+    })
+  }
+  return (
+    <section role="dialog" aria-label="Approval" aria-describedby={titleId} className="zd-dialog">
+      <h2 id={titleId} className="zd-dialog-title">
+        {request.tool} wants to run{path ? ` on ${path}` : ''}
+      </h2>
+      <p className="zd-summary-text">{request.summary}</p>
+      {command !== undefined && (
+        <pre className="zd-pre zd-command" aria-label="Command">
+          {command}
+        </pre>
+      )}
+      {request.diff ? <DiffView diff={request.diff} label="Diff of the write" /> : content !== undefined ? (
+        <pre className="zd-pre" aria-label="New file content">
+          {content}
+        </pre>
+      ) : command === undefined ? (
+        <pre className="zd-pre">{JSON.stringify(request.input, null, 2)}</pre>
+      ) : null}
+      <p className="zd-muted">In {request.cwd}</p>
+      {error && <p className="zd-error">{error}</p>}
+      <div className="zd-actions">
+        <button ref={first} type="button" className="zd-button zd-primary" disabled={busy} onClick={() => answer('allow')}>
+          Allow
+        </button>
+        <button type="button" className="zd-button" disabled={busy} onClick={() => answer('always')} aria-describedby={request.alwaysStores ? `${titleId}-always` : undefined}>
+          Always allow
+        </button>
+        <button type="button" className="zd-button zd-danger" disabled={busy} onClick={() => answer('deny')}>
+          Deny
+        </button>
+      </div>
+      {request.alwaysStores && (
+        <p id={`${titleId}-always`} className="zd-muted">
+          Always allow saves: <code>{request.alwaysStores}</code>
+        </p>
+      )}
+      {more > 0 && <p className="zd-muted">{more === 1 ? '1 more approval waits.' : `${more} more approvals wait.`}</p>}
+    </section>
+  )
+}
+
+/** The question dialog of one pending interaction. */
+function QuestionDialog({ pending, onAnswer }: { pending: PendingInteraction; onAnswer: (a: { choices?: string[]; text?: string } | null) => Promise<void> }): ReactNode {
+  const r = pending.request
+  const options = r.options ?? []
+  const [picked, setPicked] = useState<string[]>([])
+  const [text, setText] = useState('')
+  const [busy, setBusy] = useState(false)
+  const [error, setError] = useState<string>()
+  const ref = useFocusOnMount<HTMLFieldSetElement>(pending.id)
+  const name = useId()
+  useEffect(() => {
+    ref.current?.querySelector<HTMLInputElement>('input,textarea')?.focus()
+  }, [pending.id, ref])
+  const submit = (ev: FormEvent) => {
+    ev.preventDefault()
+    const a: { choices?: string[]; text?: string } = {}
+    if (picked.length > 0) a.choices = picked
+    if (text.trim() !== '') a.text = text
+    setBusy(true)
+    onAnswer(a).catch((e: unknown) => {
+      setError(e instanceof Error ? e.message : String(e))
+      setBusy(false)
+    })
+  }
+  return (
+    <section role="dialog" aria-label="Question" className="zd-dialog">
+      <form onSubmit={submit}>
+        <fieldset ref={ref} className="zd-fieldset">
+          <legend className="zd-dialog-title">{r.prompt}</legend>
+          {options.map((o) => (
+            <label key={o} className="zd-choice">
+              <input
+                type={r.multiple ? 'checkbox' : 'radio'}
+                name={name}
+                value={o}
+                checked={picked.includes(o)}
+                onChange={(e) => setPicked(r.multiple ? (e.target.checked ? [...picked, o] : picked.filter((p) => p !== o)) : [o])}
+              />{' '}
+              {o}
+            </label>
+          ))}
+          {(r.allowText || options.length === 0) && (
+            <label className="zd-answer">
+              Answer
+              <textarea aria-label="Answer" value={text} onChange={(e) => setText(e.target.value)} rows={2} />
+            </label>
+          )}
+        </fieldset>
+        {error && <p className="zd-error">{error}</p>}
+        <div className="zd-actions">
+          <button type="submit" className="zd-button zd-primary" disabled={busy || (picked.length === 0 && text.trim() === '')}>
+            Submit
+          </button>
+          <button type="button" className="zd-button" disabled={busy} onClick={() => void onAnswer(null).catch(() => {})}>
+            Dismiss
+          </button>
+        </div>
+      </form>
+    </section>
+  )
+}
+
+/** The follow-up queue of a session on a server host: queue.list, then queue:changed. */
+function useQueue(sessionId: string): readonly QueuedPrompt[] {
+  const { client } = useChat()
+  const [items, setItems] = useState<readonly QueuedPrompt[]>([])
+  useEffect(() => {
+    if (!client) return
+    let live = true
+    setItems([])
+    const off = client.onSignal((s: WireSignal) => {
+      if (s.kind === 'queue:changed' && s.sessionId === sessionId) setItems(s.items)
+    })
+    const load = () =>
+      client.call('queue.list', { sessionId }).then(
+        (r) => live && setItems(r.items),
+        () => {},
+      )
+    void load()
+    const offConn = client.connection.subscribe((c) => {
+      if (c.status === 'open') void load()
+    })
+    return () => {
+      live = false
+      off()
+      offConn()
+    }
+  }, [client, sessionId])
+  return items
+}
+
+/** Props of HostInteractions. */
+export interface HostInteractionsProps {
+  sessionId: string
+}
+
+/** What waits for the user in the session. */
+export function HostInteractions(props: HostInteractionsProps): ReactNode {
+  const chat = useChat()
+  const questions = useStore(chat.host.interactions).filter((q) => q.sessionId === props.sessionId)
+  const approvals = useStore(chat.approvals?.approvals ?? none).filter((a) => a.sessionId === props.sessionId)
+  const queue = useQueue(props.sessionId)
+  const approval = approvals[0]
+  const question = questions[0]
+  const done = () => focusComposer(chat)
+  return (
+    <div className="zd-interactions">
+      {approval && chat.approvals && (
+        <ApprovalDialog
+          key={approval.requestId}
+          request={approval}
+          more={approvals.length - 1}
+          onAnswer={async (d) => {
+            await chat.approvals!.answer(approval.requestId, d)
+            done()
+          }}
+        />
+      )}
+      {!approval && question && (
+        <QuestionDialog
+          key={question.id}
+          pending={question}
+          onAnswer={async (a) => {
+            await chat.host.answer(question.id, a)
+            done()
+          }}
+        />
+      )}
+      {queue.length > 0 && (
+        <section className="zd-queue" aria-label="Follow-up queue">
+          <h2 className="zd-dialog-title">Queued follow-ups</h2>
+          <ol>
+            {queue.map((q) => (
+              <li key={q.runId}>
+                <span className="zd-queue-text">{q.prompt}</span>{' '}
+                <button type="button" className="zd-button" aria-label={`Remove follow-up: ${q.prompt.slice(0, 60)}`} onClick={() => void chat.client?.call('queue.remove', { sessionId: props.sessionId, runId: q.runId }).catch(() => {})}>
+                  Remove
+                </button>
+              </li>
+            ))}
+          </ol>
+        </section>
+      )}
+    </div>
+  )
+}

@@ -1,0 +1,88 @@
+// Model text as markdown, safely (issue 24 section 1): react-markdown without raw HTML (HTML in the
+// text is dropped, never parsed), links only to http(s) and mailto opened with
+// rel="noopener noreferrer", images never fetched from anywhere (shown as a link to click), and code
+// blocks highlighted as React elements by a lazily loaded chunk (prism-react-renderer).
+import { lazy, memo, Suspense, type ReactNode } from 'react'
+import ReactMarkdown, { type Components } from 'react-markdown'
+
+const Highlight = lazy(() => import('./highlight.js'))
+
+/** The link targets kept: http(s) and mailto; anything else (javascript:, data:, relative) becomes no link. */
+export function safeUrl(url: string): string | undefined {
+  try {
+    const u = new URL(url)
+    if (u.protocol === 'http:' || u.protocol === 'https:' || u.protocol === 'mailto:') return u.href
+  } catch {
+    // not an absolute URL
+  }
+  return undefined
+}
+
+const components: Components = {
+  a({ href, children }) {
+    const url = href ? safeUrl(href) : undefined
+    if (url === undefined) return <span className="zd-badlink">{children}</span>
+    return (
+      <a href={url} target="_blank" rel="noopener noreferrer">
+        {children}
+      </a>
+    )
+  },
+  img({ src, alt }) {
+    // Never loaded: an image from the model could track the reader or leak what is on the page.
+    const url = typeof src === 'string' ? safeUrl(src) : undefined
+    const label = `image: ${alt || 'untitled'}`
+    return url ? (
+      <a className="zd-image" href={url} target="_blank" rel="noopener noreferrer">
+        [{label}]
+      </a>
+    ) : (
+      <span className="zd-image">[{label}]</span>
+    )
+  },
+  pre({ children }) {
+    return <>{children}</>
+  },
+  code({ className, children }) {
+    const text = String(children ?? '')
+    const lang = /language-([\w+-]+)/.exec(className ?? '')?.[1]
+    if (lang === undefined && !text.includes('\n')) return <code className="zd-code-inline">{children}</code>
+    return <CodeBlock code={text.replace(/\n$/, '')} language={lang ?? 'text'} />
+  },
+}
+
+/** Props of CodeBlock. */
+export interface CodeBlockProps {
+  code: string
+  language: string
+}
+
+/** A code block: plain at once, highlighted when the highlighter chunk has loaded. */
+export function CodeBlock(props: CodeBlockProps): ReactNode {
+  const plain = (
+    <pre className="zd-pre" data-language={props.language}>
+      <code>{props.code}</code>
+    </pre>
+  )
+  return (
+    <Suspense fallback={plain}>
+      <Highlight code={props.code} language={props.language} />
+    </Suspense>
+  )
+}
+
+/** Props of Markdown. */
+export interface MarkdownProps {
+  text: string
+}
+
+/** Renders markdown text with the rules above. */
+export const Markdown = memo(function Markdown(props: MarkdownProps): ReactNode {
+  return (
+    <div className="zd-md">
+      <ReactMarkdown skipHtml urlTransform={(url) => url} components={components}>
+        {props.text}
+      </ReactMarkdown>
+    </div>
+  )
+})

@@ -1,0 +1,202 @@
+// <HostTranscript sessionId>: the session's transcript as a log named "Transcript" (issue 24
+// section 5). Rows are virtualized (@tanstack/react-virtual: only what is on screen is in the DOM),
+// older turns load when the reader scrolls near the top (loadEarlier), and the view follows the
+// stream while the reader is at the bottom. Markdown is rendered safely (markdown.tsx), tool calls
+// are collapsible rows holding their results, file edits show as diffs.
+import { useVirtualizer } from '@tanstack/react-virtual'
+import { memo, useEffect, useLayoutEffect, useMemo, useRef, type ReactNode } from 'react'
+import type { StreamEvent, ToolEvent, ToolResultEvent } from '../protocol.js'
+import { useChat } from './context.js'
+import { useSessionEvents, useSessionPage, useSessionRunning } from './index.js'
+import { Markdown } from './markdown.js'
+
+/** One shown row: an event, or a tool call with its result. */
+export type TranscriptRow = { readonly event: StreamEvent; readonly result?: ToolResultEvent }
+
+/** Pairs each tool call with its result (by callId); a result without its call stays its own row. */
+export function transcriptRows(events: readonly StreamEvent[]): TranscriptRow[] {
+  const results = new Map<string, ToolResultEvent>()
+  const calls = new Set<string>()
+  for (const e of events) {
+    if (e.kind === 'tool-result') results.set(e.callId, e)
+    else if (e.kind === 'tool') calls.add(e.callId)
+  }
+  const rows: TranscriptRow[] = []
+  for (const e of events) {
+    if (e.kind === 'tool-result' && calls.has(e.callId)) continue
+    const r = e.kind === 'tool' ? results.get(e.callId) : undefined
+    rows.push(r ? { event: e, result: r } : { event: e })
+  }
+  return rows
+}
+
+/** Props of DiffView. */
+export interface DiffViewProps {
+  diff: string
+  label?: string
+}
+
+/** A unified diff, each line marked added, removed or context (colors and a +/- sign, not color alone). */
+export function DiffView(props: DiffViewProps): ReactNode {
+  const lines = props.diff.replace(/\n$/, '').split('\n')
+  return (
+    <pre className="zd-diff" aria-label={props.label ?? 'Diff'}>
+      {lines.map((l, i) => {
+        const cls = l.startsWith('+++') || l.startsWith('---') ? 'zd-diff-file' : l.startsWith('+') ? 'zd-diff-add' : l.startsWith('-') ? 'zd-diff-del' : l.startsWith('@@') ? 'zd-diff-hunk' : 'zd-diff-ctx'
+        return (
+          <span key={i} className={cls}>
+            {l}
+            {'\n'}
+          </span>
+        )
+      })}
+    </pre>
+  )
+}
+
+function inputText(input: unknown): string {
+  if (input === undefined || input === null) return ''
+  if (typeof input === 'string') return input
+  try {
+    return JSON.stringify(input, null, 2)
+  } catch {
+    return String(input)
+  }
+}
+
+const ToolRow = memo(function ToolRow({ event, result }: { event: ToolEvent; result: ToolResultEvent | undefined }): ReactNode {
+  const state = result === undefined ? 'running' : result.isError ? 'failed' : 'done'
+  return (
+    <details className={`zd-tool zd-tool-${state}`}>
+      <summary>
+        <span className="zd-tool-name">{event.tool}</span> <span className="zd-tool-text">{event.text}</span> <span className="zd-badge">{state}</span>
+      </summary>
+      <pre className="zd-pre">{inputText(event.input)}</pre>
+      {result?.diff ? <DiffView diff={result.diff} label={`Diff of ${event.tool}`} /> : null}
+      {result && <pre className={result.isError ? 'zd-pre zd-error-text' : 'zd-pre'}>{result.text}</pre>}
+    </details>
+  )
+})
+
+/** One transcript row. */
+export const TranscriptItem = memo(function TranscriptItem({ row }: { row: TranscriptRow }): ReactNode {
+  const e = row.event
+  switch (e.kind) {
+    case 'user-prompt':
+      return (
+        <div className="zd-row zd-user">
+          <span className="zd-who">You</span>
+          <div className="zd-user-text">{e.text}</div>
+        </div>
+      )
+    case 'markdown':
+      return (
+        <div className="zd-row zd-assistant">
+          <Markdown text={e.text} />
+        </div>
+      )
+    case 'thinking':
+      return (
+        <details className="zd-row zd-thinking">
+          <summary>Thinking</summary>
+          <div className="zd-thinking-text">{e.text}</div>
+        </details>
+      )
+    case 'tool':
+      return (
+        <div className="zd-row">
+          <ToolRow event={e} result={row.result} />
+        </div>
+      )
+    case 'tool-result':
+      return (
+        <div className="zd-row">
+          {e.diff ? <DiffView diff={e.diff} /> : null}
+          <pre className={e.isError ? 'zd-pre zd-error-text' : 'zd-pre'}>{e.text}</pre>
+        </div>
+      )
+    case 'run-summary':
+      return (
+        <div className="zd-row zd-summary">{e.text}
+        </div>
+      )
+    case 'error':
+      return (
+        <div className="zd-row zd-error" role="note">
+          <strong>Error: </strong>
+          {e.message}
+        </div>
+      )
+    default:
+      return null
+  }
+})
+
+/** Props of HostTranscript. */
+export interface HostTranscriptProps {
+  sessionId: string
+  /** Estimated row height in pixels before a row is measured (default 80). */
+  estimateRowHeight?: number
+}
+
+/** The transcript of one session; opens it on the host (host.open) when shown. */
+export function HostTranscript(props: HostTranscriptProps): ReactNode {
+  const { host } = useChat()
+  const events = useSessionEvents(props.sessionId)
+  const page = useSessionPage(props.sessionId)
+  const running = useSessionRunning(props.sessionId)
+  const rows = useMemo(() => transcriptRows(events), [events])
+  const scroller = useRef<HTMLDivElement | null>(null)
+  const atBottom = useRef(true)
+  const firstKey = useRef<number>(0)
+  const prevHeight = useRef(0)
+
+  useEffect(() => {
+    void host.open(props.sessionId).catch(() => {})
+  }, [host, props.sessionId])
+
+  const virtualizer = useVirtualizer({
+    count: rows.length,
+    getScrollElement: () => scroller.current,
+    estimateSize: () => props.estimateRowHeight ?? 80,
+    overscan: 6,
+    getItemKey: (i) => page.start + i,
+  })
+
+  // Older rows prepended (page.start went down): keep what the reader looks at in place.
+  useLayoutEffect(() => {
+    const el = scroller.current
+    const total = virtualizer.getTotalSize()
+    if (el && page.start < firstKey.current && !atBottom.current) el.scrollTop += total - prevHeight.current
+    firstKey.current = page.start
+    prevHeight.current = total
+  })
+
+  // Follow the stream while the reader is at the bottom.
+  useLayoutEffect(() => {
+    if (atBottom.current && rows.length > 0) virtualizer.scrollToIndex(rows.length - 1, { align: 'end' })
+  }, [rows, virtualizer])
+
+  const onScroll = () => {
+    const el = scroller.current
+    if (!el) return
+    atBottom.current = el.scrollHeight - el.scrollTop - el.clientHeight < 40
+    if (el.scrollTop < 200 && page.hasMore && page.loaded && !page.loading) void host.streams.loadEarlier(props.sessionId).catch(() => {})
+  }
+
+  const items = virtualizer.getVirtualItems()
+  return (
+    <div className="zd-transcript" ref={scroller} onScroll={onScroll} tabIndex={0} role="log" aria-label="Transcript" aria-busy={running} aria-live="polite">
+      {page.loading && <p className="zd-muted">Loading earlier messages…</p>}
+      {page.error && <p className="zd-error">Could not load earlier messages: {page.error}</p>}
+      <div style={{ height: virtualizer.getTotalSize(), position: 'relative' }}>
+        {items.map((it) => (
+          <div key={it.key} data-index={it.index} ref={virtualizer.measureElement} style={{ position: 'absolute', top: 0, left: 0, right: 0, transform: `translateY(${it.start}px)` }}>
+            <TranscriptItem row={rows[it.index]!} />
+          </div>
+        ))}
+      </div>
+      {running && <p className="zd-muted zd-running">Working…</p>}
+    </div>
+  )
+}

@@ -1,0 +1,121 @@
+// The browser tests' harness: the real bin/zidane-server (test/helpers/server.ts) serving the built
+// app (server/webapp/dist, embedded), scripted providers for each scenario, and one headless
+// Chromium (Debian's chromium with playwright-core, kept off the network by its flags) for every test.
+import { readdirSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import http from 'node:http'
+import net from 'node:net'
+import { join, extname, normalize } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { chromium, type Browser } from 'playwright-core'
+import { Database, freePort, ServerProcess } from '../test/helpers/server.js'
+
+/** The repository's root (dist-browser/test-browser/ is three levels below it). */
+export const repo = fileURLToPath(new URL('../../../', import.meta.url))
+export const distDir = join(repo, 'server', 'webapp', 'dist')
+/** Screenshots go here (ignored by git). */
+export const shotsDir = join(repo, 'sdk-ts', 'test-results', 'screenshots')
+
+/** The flags of the preamble: headless, and nothing reaches out on its own. */
+export const chromiumFlags = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync']
+
+export function chromiumPath(): string {
+  for (const p of [process.env['CHROMIUM_BIN'], '/usr/bin/chromium', '/usr/bin/chromium-browser']) if (p && existsSync(p)) return p
+  throw new Error('chromium is missing: scripts/bootstrap.sh --browser installs it (apt-get install chromium), or set CHROMIUM_BIN.')
+}
+
+export function launchBrowser(): Promise<Browser> {
+  return chromium.launch({ executablePath: chromiumPath(), args: chromiumFlags, headless: true })
+}
+
+type Step = Record<string, unknown>
+const turn = (...steps: Step[]) => ({ steps })
+const text = (t: string): Step => ({ text: t })
+const delay = (ms: number): Step => ({ delay: ms })
+
+/** The streamed pieces of the stream provider: p01 … p40, 60 ms apart (about 2.5 s a run). */
+export const streamPieces = Array.from({ length: 40 }, (_, i) => `p${String(i + 1).padStart(2, '0')} `)
+
+/** The XSS payloads the xss provider streams as model text. */
+export const xssText =
+  'Payloads: <script>window.__pwned = 1; alert(1)</script> and <img src=x onerror="window.__pwned = 2; alert(2)"> then ' +
+  '[click me](javascript:alert(3)) and ![pixel](http://203.0.113.9/pixel.png) and <iframe src="http://203.0.113.9/frame"></iframe>\n\n' +
+  '```js\nconst answer = 42 // highlighted\n```\n\nEnd of payloads.'
+
+export const exactCommand = `rm -rf ./important && echo '<b>"quoted"</b>' | tee out.txt`
+
+/** One scripted provider per scenario; a session picks one with the composer's model picker. */
+const scripts: Record<string, unknown> = {
+  stream: { loop: true, turns: [turn(...streamPieces.flatMap((p) => [text(p), delay(60)]))] },
+  slow: { loop: true, turns: [turn(text('Starting a long answer. '), delay(60_000), text('never shown'))] },
+  write: {
+    turns: [
+      turn(text('Writing the notes. '), { tool: { name: 'write_file', arguments: { path: 'notes.txt', content: 'hello from the agent\n' }, id: 'w1' } }),
+      turn(text('Now a command. '), { tool: { name: 'exec', arguments: { command: exactCommand }, id: 'x1' } }),
+      turn(text('All done.')),
+    ],
+  },
+  ask: { turns: [turn({ ask: { prompt: 'Which color?', options: ['red', 'blue'] } }), turn(text('Thanks for the answer.'))] },
+  xss: { loop: true, turns: [turn(text(xssText))] },
+}
+
+/** The server with the scenario providers (default model stream/scripted). */
+export async function startServer(extra: string[] = []): Promise<{ server: ServerProcess; db: Database; configDir: string }> {
+  const db = new Database()
+  const configDir = join(repo, 'sdk-ts', 'test-results', `config-${process.pid}`)
+  mkdirSync(configDir, { recursive: true })
+  for (const [name, script] of Object.entries(scripts)) writeFileSync(join(configDir, `${name}.json`), JSON.stringify(script))
+  const providers = Object.keys(scripts).map((name) => ({ name, kind: 'scripted', script: `${name}.json` }))
+  writeFileSync(join(configDir, 'config.json'), JSON.stringify({ providers, default: 'stream/scripted' }))
+  const server = await ServerProcess.start({ db, extra: ['--config', join(configDir, 'config.json'), ...extra] })
+  return { server, db, configDir }
+}
+
+/** Whether the binary serves the app itself (server/webapp has the embedding Go code). */
+export function serverEmbedsApp(): boolean {
+  const dir = join(repo, 'server', 'webapp')
+  return existsSync(dir) && readdirSync(dir).some((f) => f.endsWith('.go') && !f.endsWith('_test.go'))
+}
+
+const types: Record<string, string> = { '.html': 'text/html', '.js': 'text/javascript', '.css': 'text/css', '.svg': 'image/svg+xml', '.json': 'application/json' }
+
+/**
+ * Until the server embeds the app: a front on frontPort serving server/webapp/dist (index.html for
+ * client routes) and passing everything else, WebSocket upgrades too, to the server unchanged.
+ */
+export async function startFront(frontPort: number, backPort: number): Promise<() => Promise<void>> {
+  const srv = http.createServer((req, res) => {
+    const path = new URL(req.url ?? '/', 'http://x').pathname
+    if (req.method === 'GET' && !path.startsWith('/zidane/') && !['/healthz', '/version', '/protocol.json', '/metrics'].includes(path)) {
+      const file = normalize(join(distDir, path))
+      const f = file.startsWith(distDir) && existsSync(file) && extname(file) !== '' ? file : join(distDir, 'index.html')
+      res.writeHead(200, { 'content-type': types[extname(f)] ?? 'application/octet-stream', 'content-security-policy': "default-src 'self'; style-src 'self' 'unsafe-inline'; connect-src 'self'; frame-ancestors 'none'" })
+      res.end(readFileSync(f))
+      return
+    }
+    const up = http.request({ host: '127.0.0.1', port: backPort, method: req.method, path: req.url, headers: req.headers }, (r) => {
+      res.writeHead(r.statusCode ?? 502, r.headers)
+      r.pipe(res)
+    })
+    up.on('error', () => res.destroy())
+    req.pipe(up)
+  })
+  srv.on('upgrade', (req, socket, head) => {
+    const up = net.connect(backPort, '127.0.0.1', () => {
+      let raw = `${req.method} ${req.url} HTTP/1.1\r\n`
+      for (let i = 0; i < req.rawHeaders.length; i += 2) raw += `${req.rawHeaders[i]}: ${req.rawHeaders[i + 1]}\r\n`
+      up.write(raw + '\r\n')
+      if (head.length) up.write(head)
+      up.pipe(socket)
+      socket.pipe(up)
+    })
+    up.on('error', () => socket.destroy())
+    socket.on('error', () => up.destroy())
+  })
+  await new Promise<void>((r) => srv.listen(frontPort, '127.0.0.1', () => r()))
+  return () => new Promise<void>((r) => {
+    srv.closeAllConnections()
+    srv.close(() => r())
+  })
+}
+
+export { freePort }
