@@ -23,6 +23,7 @@ import (
 
 	"github.com/zidane-server/zidane/protocol"
 	"github.com/zidane-server/zidane/server/agent"
+	"github.com/zidane-server/zidane/server/agent/mcp"
 	"github.com/zidane-server/zidane/server/agent/tools"
 	"github.com/zidane-server/zidane/server/store"
 	"github.com/zidane-server/zidane/server/workspace"
@@ -142,6 +143,8 @@ type Config struct {
 	ApprovalTimeout time.Duration
 	// Tools holds the agent tools' limits and exec's Launcher (where the OS sandbox plugs in).
 	Tools tools.Config
+	// MCPUserFile is the server user's mcps.json (issue 23); "" is ~/.zidane/mcps.json, "-" none.
+	MCPUserFile string
 	// StepDelay slows the scripted provider between streamed pieces (tests use it to watch a run).
 	StepDelay time.Duration
 	// Models resolves the agent's model ids; nil: the scripted provider alone.
@@ -235,6 +238,8 @@ type Server struct {
 	// watcher is the server's one file watcher (one inotify instance, Limits.MaxWatches kernel
 	// watches): every watch kind subscribes to it (field case T10).
 	watcher *watch.Watcher
+	// mcp holds the MCP servers and their processes (server/mcp.go).
+	mcp *mcp.Manager
 	// refWatchers are the ref watchers by repository top, one per watched repository, and
 	// refWatching the repositories each connection watches (handlers_gitwatch.go); under gitMu.
 	refWatchers map[string]*gitx.RefWatcher
@@ -340,6 +345,7 @@ func New(ctx context.Context, cfg Config, st *store.Store) (*Server, error) {
 	s.refWatchers = map[string]*gitx.RefWatcher{}
 	s.refWatching = map[*conn]map[string]struct{}{}
 	s.watcher = watch.New(cfg.Limits.MaxWatches)
+	s.newMCP()
 	s.terms = map[string]*termJob{}
 	go st.ListenTokenRevocations(base, time.Second, s.closeTokenConns, s.recheckTokens)
 	go s.recheckTokensEvery(cfg.TokenRecheck)
@@ -669,6 +675,7 @@ func (s *Server) Shutdown(ctx context.Context) {
 	}
 	s.runs.Shutdown(runCtx)
 	s.runs.Flush(ctx)
+	s.mcp.Close()
 	s.connsMu.Lock()
 	cs := make([]*conn, 0, len(s.conns))
 	for c := range s.conns {

@@ -143,7 +143,16 @@ func (r *Runtime) runModel(ctx context.Context, ru *run) (protocol.RunSummary, s
 		runner = withLookup{runner}
 	}
 	prov = provider.WithRetry(prov, r.cfg.Retry)
-	tools := runner.Tools(ru.session)
+	baseTools := runner.Tools(ru.session)
+	turnTools := func() []provider.Tool {
+		if tt, ok := runner.(TurnTools); ok {
+			if extra := tt.TurnTools(ctx, ru.session, ru.id, ru.origin); len(extra) > 0 {
+				return append(baseTools[:len(baseTools):len(baseTools)], extra...)
+			}
+		}
+		return baseTools
+	}
+	tools := turnTools()
 	system := r.systemPrompt(ru.session, tools)
 	var streamed time.Duration
 	lastTurn := ""
@@ -152,6 +161,9 @@ func (r *Runtime) runModel(ctx context.Context, ru *run) (protocol.RunSummary, s
 	for turn := 1; ; turn++ {
 		if turn > lim.MaxTurns {
 			return r.summary(sum, streamed, unreported), lastTurn, &runError{fmt.Sprintf("The run stopped: it reached the limit of %d model turns per run (the operator's --max-turns).", lim.MaxTurns)}
+		}
+		if turn > 1 {
+			tools = turnTools() // tools/list_changed takes effect between turns
 		}
 		hist := r.conv.history(ru.sessionID)
 		msgs := hist.msgs

@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/zidane-server/zidane/protocol"
+	"github.com/zidane-server/zidane/server/agent/mcp"
 	"github.com/zidane-server/zidane/server/agent/provider"
 	"github.com/zidane-server/zidane/server/agent/tools"
 	"github.com/zidane-server/zidane/server/oneline"
@@ -38,8 +39,14 @@ type ToolHost struct {
 	Reporter Reporter
 	// Logger logs; default slog.Default().
 	Logger *slog.Logger
+	// MCP holds the configured MCP servers and their processes (issue 23); nil: no MCP tools.
+	MCP *mcp.Manager
+	// MCPPolicy names a session's sandbox policy, a sharing key of scope-context MCP processes
+	// (nil: "").
+	MCPPolicy func(ctx context.Context, sessionID string) string
 
-	plans planCache
+	plans   planCache
+	mcpSess mcpSessions
 }
 
 // planCache keeps sessions' stored plans in memory: every run publishes its session's
@@ -169,6 +176,9 @@ func (h *ToolHost) Do(ctx context.Context, c HostCall) HostResult {
 	input := inputOf(call)
 	tool, known := h.registry().Get(call.Name)
 	if !known {
+		tool, known = h.mcpTool(c.Session.ID, call.Name)
+	}
+	if !known {
 		return HostResult{Text: fmt.Sprintf("Unknown tool %q; the tools are: %s.", call.Name, strings.Join(h.registry().Names(), ", ")), IsError: true}
 	}
 	env := h.env(c)
@@ -183,7 +193,7 @@ func (h *ToolHost) Do(ctx context.Context, c HostCall) HostResult {
 // gateAndRun applies the approval rules to a checked call and runs it when they let it.
 func (h *ToolHost) gateAndRun(ctx context.Context, tc HostCall, tool tools.Tool, checked *tools.Call, env *tools.Env, input json.RawMessage) *tools.Result {
 	kind := tool.Kind()
-	if kind == tools.KindEdit || kind == tools.KindExec {
+	if kind == tools.KindEdit || kind == tools.KindExec || kind == tools.KindMCP {
 		mode, err := h.Store.ApprovalMode(ctx, tc.Session.ID)
 		if err != nil {
 			return &tools.Result{Content: "The session's approval mode could not be read (" + err.Error() + "); the call did not run. Try again.", IsError: true}
@@ -244,7 +254,7 @@ func lockedResult(name string) *tools.Result {
 // always ask; in auto-edit edits pass; otherwise a safelist entry of the project root for the
 // tool (for exec: the parsed command's key) lets the call pass; via is that entry.
 func (h *ToolHost) mustAsk(ctx context.Context, tc HostCall, kind tools.Kind, mode string, c *tools.Call) (ask bool, via *store.SafelistEntry, err error) {
-	if c.GitMeta {
+	if c.GitMeta || c.AskAlways {
 		return true, nil, nil
 	}
 	if kind == tools.KindEdit && mode == store.ModeAutoEdit {
@@ -263,6 +273,9 @@ func (h *ToolHost) mustAsk(ctx context.Context, tc HostCall, kind tools.Kind, mo
 				return false, &entries[i], nil
 			}
 			continue
+		}
+		if c.SafelistKey != "" && e.Prefix != c.SafelistKey {
+			continue // an MCP tool's entry names its server and tool
 		}
 		return false, &entries[i], nil
 	}
@@ -290,6 +303,10 @@ func (h *ToolHost) approvalAsk(tc HostCall, c *tools.Call, input json.RawMessage
 		a.StorePrefix, a.Note, a.CanStore = key, oneline.Line(why), key != ""
 	case c.GitMeta:
 		a.CanStore, a.Note = false, "writes into a repository's git folder (.git or a bare repository) ask every time"
+	case c.AskAlways:
+		a.CanStore, a.Note = false, oneline.Line(c.AskNote)
+	case c.SafelistKey != "":
+		a.StorePrefix = c.SafelistKey
 	}
 	return a
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/zidane-server/zidane/protocol"
+	"github.com/zidane-server/zidane/server/agent/mcp/mcptest"
 	"github.com/zidane-server/zidane/server/agent/provider"
 	"github.com/zidane-server/zidane/server/store"
 	"github.com/zidane-server/zidane/server/store/storetest"
@@ -21,7 +22,7 @@ import (
 	"github.com/zidane-server/zidane/server/workspace/workspacetest"
 )
 
-func TestMain(m *testing.M) { storetest.Main(m) }
+func TestMain(m *testing.M) { mcptest.ServeIfAsked(); storetest.Main(m) }
 
 // recorder is a Reporter that keeps every signal, for the tests to wait on.
 type recorder struct {

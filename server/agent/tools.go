@@ -60,6 +60,13 @@ type RunStarter interface {
 	RunStarted(ctx context.Context, sessionID, runID string, origin Origin)
 }
 
+// TurnTools is an optional interface of a ToolRunner: tools listed again before each model turn
+// of a run (MCP servers' tools, which a server may change between turns), appended to Tools'.
+// It may ask approvals (through the run's ctx and origin).
+type TurnTools interface {
+	TurnTools(ctx context.Context, x store.Session, runID string, origin Origin) []provider.Tool
+}
+
 // HostTools is the ToolRunner over a ToolHost: the workspace's tools behind the session's
 // approval mode, the safelist and the Gate.
 type HostTools struct{ Host *ToolHost }
@@ -80,6 +87,11 @@ func (h HostTools) RunStarted(ctx context.Context, sessionID, runID string, orig
 	}
 }
 
+// TurnTools implements TurnTools: the MCP servers' tools.
+func (h HostTools) TurnTools(ctx context.Context, x store.Session, runID string, origin Origin) []provider.Tool {
+	return h.Host.MCPSpecs(ctx, x, runID, origin)
+}
+
 // withLookup offers the scripted exchange's lookup tool besides base's tools (the scripted
 // provider's classic exchange calls it); base runs every other call.
 type withLookup struct{ base ToolRunner }
@@ -93,6 +105,14 @@ func (w withLookup) Tools(x store.Session) []provider.Tool {
 		}
 	}
 	return append(ts[:len(ts):len(ts)], scripted.LookupTool)
+}
+
+// TurnTools implements TurnTools when base does.
+func (w withLookup) TurnTools(ctx context.Context, x store.Session, runID string, origin Origin) []provider.Tool {
+	if tt, ok := w.base.(TurnTools); ok {
+		return tt.TurnTools(ctx, x, runID, origin)
+	}
+	return nil
 }
 
 // Run implements ToolRunner.

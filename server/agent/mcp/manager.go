@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -61,6 +62,10 @@ type Options struct {
 	// HTTPClient reaches streamable HTTP servers (default: a client with a 0 timeout, since
 	// streams are long-lived; each request is bounded by its context).
 	HTTPClient *http.Client
+	// Watch, when set, is called with each folder whose mcps.json the manager reads (and the
+	// folder above it while the .zidane folder is missing), so the server's one watcher can call
+	// Invalidate when the file changes.
+	Watch func(dir string)
 	// ProtocolVersion pins the version the client asks for ("": the newest the SDK speaks,
 	// 2026-07-28, falling back to 2025-11-25).
 	ProtocolVersion string
@@ -76,6 +81,8 @@ type Manager struct {
 	files map[string]parsedFile // by path; dropped by Invalidate
 	stop  chan struct{}
 	once  sync.Once
+	// janitorOnce starts the idle janitor with the first process.
+	janitorOnce sync.Once
 	// changed is closed and replaced when a config file is invalidated (Changed).
 	changed chan struct{}
 }
@@ -86,7 +93,8 @@ type parsedFile struct {
 	errs    []ConfigError
 }
 
-// NewManager starts a manager; Close stops its processes.
+// NewManager makes a manager (its idle janitor starts with the first process); Close stops
+// its processes.
 func NewManager(o Options) *Manager {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -116,9 +124,7 @@ func NewManager(o Options) *Manager {
 			}
 		}
 	}
-	m := &Manager{o: o, procs: map[string]*Proc{}, files: map[string]parsedFile{}, stop: make(chan struct{}), changed: make(chan struct{})}
-	go m.janitor()
-	return m
+	return &Manager{o: o, procs: map[string]*Proc{}, files: map[string]parsedFile{}, stop: make(chan struct{}), changed: make(chan struct{})}
 }
 
 // UserFile is the server user's mcps.json the manager reads ("" for none).
@@ -200,6 +206,13 @@ func (m *Manager) load(path string) parsedFile {
 	if ok {
 		return f
 	}
+	if w := m.o.Watch; w != nil {
+		dir := filepath.Dir(path)
+		w(dir)
+		if _, err := os.Stat(dir); err != nil {
+			w(filepath.Dir(dir))
+		}
+	}
 	s, fs, errs := LoadFile(path)
 	f = parsedFile{servers: s, fields: fs, errs: errs}
 	m.mu.Lock()
@@ -239,6 +252,7 @@ func Key(s Server, u Use) string {
 // Starting happens at the first call that needs it.
 func (m *Manager) Proc(s Server, u Use) *Proc {
 	k := Key(s, u)
+	m.janitorOnce.Do(func() { go m.janitor() })
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	p, ok := m.procs[k]

@@ -317,8 +317,8 @@ func (t WriteFile) Check(_ context.Context, env *Env, input json.RawMessage) (*C
 		return nil, err
 	}
 	n := strings.Count(*in.Content, "\n")
-	return &Call{Summary: fmt.Sprintf("write_file %s (%d lines)", in.Path, n), Paths: []workspace.Path{rp},
-		GitMeta: rp.InGitDir(), Diff: unifiedDiff(rp.Rel, old, *in.Content)}, nil
+	return configGuard(&Call{Summary: fmt.Sprintf("write_file %s (%d lines)", in.Path, n), Paths: []workspace.Path{rp},
+		GitMeta: rp.InGitDir(), Diff: unifiedDiff(rp.Rel, old, *in.Content)}, rp), nil
 }
 
 // Run implements Tool.
@@ -421,8 +421,8 @@ func (t EditFile) Check(_ context.Context, env *Env, input json.RawMessage) (*Ca
 	if err != nil {
 		return nil, err
 	}
-	return &Call{Summary: fmt.Sprintf("edit_file %s (-%d +%d lines)", in.Path, strings.Count(*in.Old, "\n")+1, strings.Count(*in.New, "\n")+1),
-		Paths: []workspace.Path{rp}, GitMeta: rp.InGitDir(), Diff: unifiedDiff(rp.Rel, before, after)}, nil
+	return configGuard(&Call{Summary: fmt.Sprintf("edit_file %s (-%d +%d lines)", in.Path, strings.Count(*in.Old, "\n")+1, strings.Count(*in.New, "\n")+1),
+		Paths: []workspace.Path{rp}, GitMeta: rp.InGitDir(), Diff: unifiedDiff(rp.Rel, before, after)}, rp), nil
 }
 
 // Run implements Tool: the edit is computed again on the file as it is at use, so a file changed
@@ -466,4 +466,32 @@ func diffLines(s string) []string {
 	}
 	ls[len(ls)-1] += "\n"
 	return ls
+}
+
+// ConfigFolders are the folders whose files configure what the server runs (MCP servers in
+// .zidane/mcps.json, commands and settings in .claude/): a write into one, at any depth of the
+// roots (so ~/.zidane and ~/.claude too when a root holds the home folder), asks in every mode
+// but locked, where it is refused (issue 23 item 3).
+var ConfigFolders = []string{".zidane", ".claude"}
+
+// InConfigFolder reports whether a slash-separated path inside a root lies in a ConfigFolders
+// folder.
+func InConfigFolder(rel string) bool {
+	for _, part := range strings.Split(rel, "/") {
+		for _, f := range ConfigFolders {
+			if strings.EqualFold(part, f) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// configGuard marks a write into a config folder as one that asks every time.
+func configGuard(c *Call, rp workspace.Path) *Call {
+	if InConfigFolder(rp.Rel) {
+		c.AskAlways = true
+		c.AskNote = "writes into .zidane/ or .claude/ (which configure MCP servers and commands) ask every time"
+	}
+	return c
 }

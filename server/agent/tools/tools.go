@@ -33,6 +33,10 @@ const (
 	KindExec Kind = "exec"
 	// KindInteract tools talk to the person or the session (ask_user, update_plan); never ask.
 	KindInteract Kind = "interact"
+	// KindMCP is an MCP server's tool (issue 23 item 2): asks in "ask" and "auto-edit" unless a
+	// safelist entry names its server and tool; refused in "locked". A server's readOnlyHint is
+	// shown, never trusted to skip the approval.
+	KindMCP Kind = "mcp"
 )
 
 // Spec is what the provider receives about a tool.
@@ -78,6 +82,14 @@ type Call struct {
 	Command *Command
 	// Cwd is the folder the call runs in (exec only), resolved inside the roots.
 	Cwd string
+	// SafelistKey is what a safelist entry's prefix must equal for the call to pass without
+	// asking, and what "always" stores (MCP tools: "<server>/<tool>"; "" otherwise).
+	SafelistKey string
+	// AskAlways makes the call ask in every mode but locked, even auto-edit (a write into the
+	// .zidane/ or .claude/ folders, which configure what runs: issue 23 item 3).
+	AskAlways bool
+	// AskNote says why the call asks every time, for the approval request ("" none).
+	AskNote string
 }
 
 // Result is a tool's output for the model and the transcript.

@@ -377,3 +377,22 @@ done; touch free.txt deep/er/free.txt; echo end`)
 	assert.FileExists(t, filepath.Join(f.ws, "free.txt"))
 	assert.FileExists(t, filepath.Join(f.ws, "deep", "er", "free.txt"))
 }
+
+// TestConfigFoldersReadOnly: the .zidane and .claude folders in the roots (which configure the
+// MCP servers and commands the server runs; issue 23 item 3) are read-only under
+// workspace-write, as .git is, while the rest of the root stays writable.
+func TestConfigFoldersReadOnly(t *testing.T) {
+	f := newFixture(t, Options{})
+	needSandbox(t, f)
+	for _, d := range []string{".zidane", ".claude", "sub/.zidane"} {
+		require.NoError(t, os.MkdirAll(filepath.Join(f.ws, d), 0o755))
+	}
+	out, _ := f.run(t, WorkspaceWrite, `for d in .zidane .claude sub/.zidane; do echo '{"mcpServers":{}}' > $d/mcps.json; done
+touch free.txt; echo end`)
+	assert.Contains(t, out, "end")
+	assert.True(t, refused(out), out)
+	for _, d := range []string{".zidane", ".claude", "sub/.zidane"} {
+		assert.NoFileExists(t, filepath.Join(f.ws, d, "mcps.json"), d)
+	}
+	assert.FileExists(t, filepath.Join(f.ws, "free.txt"))
+}

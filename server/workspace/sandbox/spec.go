@@ -48,7 +48,8 @@ type launchSpec struct {
 	// scratch directory; the host's is untouched).
 	Stage string `json:"stage"`
 	// GitDirs are the `.git` folders and files and the bare repositories inside the writable
-	// roots, kept read-only.
+	// roots, and their `.zidane` and `.claude` folders (which configure what the server runs:
+	// MCP servers, commands; issue 23 item 3), kept read-only.
 	GitDirs []string `json:"gitDirs,omitempty"`
 	// Hide are folders and files shown empty.
 	Hide []string `json:"hide,omitempty"`
@@ -138,7 +139,8 @@ func findGit(root string) []string {
 			}
 			return nil
 		}
-		if d.Name() == ".git" || (d.IsDir() && workspace.IsGitDir(p)) { // a bare repository too
+		if d.Name() == ".git" || (d.IsDir() && workspace.IsGitDir(p)) || // a bare repository too
+			(d.IsDir() && (d.Name() == ".zidane" || d.Name() == ".claude")) {
 			out = append(out, p)
 			if d.IsDir() {
 				return fs.SkipDir

@@ -1,0 +1,69 @@
+package server
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+
+	"github.com/zidane-server/zidane/server/agent/mcp"
+)
+
+// newMCP starts the MCP manager (issue 23): servers from the server user's ~/.zidane/mcps.json
+// (Config.MCPUserFile) and the projects' .zidane/mcps.json, reloaded through the server's one
+// watcher; scope-context stdio servers spawned in their session's sandbox like exec's commands.
+func (s *Server) newMCP() {
+	uf := s.cfg.MCPUserFile
+	if uf == "" {
+		if home, err := os.UserHomeDir(); err == nil {
+			uf = mcp.UserFile(home)
+		}
+	}
+	if uf == "-" {
+		uf = ""
+	}
+	sub := s.watcher.Subscribe()
+	m := mcp.NewManager(mcp.Options{
+		UserFile: uf,
+		Env:      s.cfg.Tools.ExecEnv,
+		Logger:   s.log,
+		Prepare: func(cmd *exec.Cmd, u mcp.Use) (string, error) {
+			if s.sandbox == nil {
+				return "", nil // no sandbox configured: like exec, the command runs as is
+			}
+			p, err := s.sandboxCommand(s.baseCtx, cmd, u.SessionID, s.ws.Roots())
+			return string(p), err
+		},
+		Watch: func(dir string) {
+			if !sub.Watching(dir) {
+				if err := sub.Add(dir); err != nil {
+					s.log.Debug("mcp: config folder not watched (changes are read at the next reload)", "dir", dir, "err", err)
+				}
+			}
+		},
+	})
+	s.mcp = m
+	s.tools.MCP = m
+	s.tools.MCPPolicy = func(ctx context.Context, sessionID string) string {
+		p, _, _ := s.sessionPolicy(ctx, sessionID)
+		return string(p)
+	}
+	go func() {
+		defer sub.Close()
+		for {
+			select {
+			case <-s.baseCtx.Done():
+				return
+			case <-sub.Overflow():
+				m.Invalidate("")
+			case ev := <-sub.Events():
+				switch filepath.Base(ev.Name) {
+				case mcp.FileName:
+					m.Invalidate(ev.Name)
+				case ".zidane":
+					m.Invalidate(filepath.Join(ev.Name, mcp.FileName))
+				}
+			}
+		}
+	}()
+}
