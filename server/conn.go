@@ -32,6 +32,12 @@ type conn struct {
 	cancel  context.CancelFunc
 	helloed atomic.Bool
 	sem     chan struct{} // bounds concurrent requests
+	// signingOut is set by tokens.revokeSelf: the connection closes itself once its answer is
+	// written, so the revocation notice (closeTokenConns) leaves it alone.
+	signingOut atomic.Bool
+	// expiry closes the connection (1008 "token expired") when its token's life ends (pair
+	// --ttl-token); nil for a token without one.
+	expiry *time.Timer
 
 	qmu       sync.Mutex
 	queue     [][]byte
@@ -98,6 +104,12 @@ func (s *Server) serveConn(ws *websocket.Conn, tok store.Token, cork *corkConn) 
 	}
 	c.ctx = context.WithValue(ctx, connKey{}, c)
 	ws.SetReadLimit(s.cfg.Limits.MaxMessageBytes)
+	if tok.ExpiresAt != nil {
+		c.expiry = time.AfterFunc(time.Until(*tok.ExpiresAt), func() {
+			c.log().Info("token expired: closing the connection")
+			c.close(websocket.StatusPolicyViolation, "token expired")
+		})
+	}
 	s.track(c, true)
 	c.log().Debug("connected")
 	c.pingTimer = time.AfterFunc(time.Hour, c.ping) // armed below, once c.pingTimer is set
@@ -114,6 +126,9 @@ func (s *Server) serveConn(ws *websocket.Conn, tok store.Token, cork *corkConn) 
 // reading last (the read loop moves between goroutines: serve).
 func (c *conn) end() {
 	c.helloTimer.Stop()
+	if c.expiry != nil {
+		c.expiry.Stop()
+	}
 	c.pingTimer.Stop()
 	c.imu.Lock()
 	if c.handoff != nil {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/coder/websocket"
 	"github.com/google/uuid"
 
 	"github.com/zidane-server/zidane/protocol"
@@ -506,6 +507,9 @@ func tokenInfo(t store.Token) protocol.TokenInfo {
 	if t.RevokedAt != nil {
 		out.RevokedAt = ptr(ms(*t.RevokedAt))
 	}
+	if t.ExpiresAt != nil {
+		out.ExpiresAt = ptr(ms(*t.ExpiresAt))
+	}
 	return out
 }
 
@@ -533,6 +537,32 @@ func (h tokensHandler) Revoke(ctx context.Context, p *protocol.TokensRevokeParam
 		return nil, storeErr(err, "params/name")
 	}
 	h.s.tokens.drop(t.ID) // refused at once by this process, before the notice arrives
+	info := tokenInfo(t)
+	return &info, nil
+}
+
+// RevokeSelf implements tokens.revokeSelf (issue 24, "sign out"): the calling connection's token
+// is revoked and refused by this process at once (token cache); the caller gets its answer, then
+// its connection is closed with 1008 "token revoked", like every other connection of the token
+// (closed when the revocation notice arrives).
+func (h tokensHandler) RevokeSelf(ctx context.Context, _ *protocol.TokensRevokeSelfParams) (*protocol.TokenInfo, error) {
+	c := connFrom(ctx)
+	if c == nil {
+		return nil, protocol.NewHandlerFailedError("tokens.revokeSelf revokes the token of a WebSocket connection; this call has none.")
+	}
+	c.signingOut.Store(true) // before the notice can arrive: this connection closes after its answer
+	t, err := h.s.store.RevokeTokenID(ctx, c.token.ID, c.token.Name)
+	if err != nil {
+		c.signingOut.Store(false)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, protocol.NewHandlerFailedError("This connection's token is no longer live (revoked or expired); pair again for a new one.")
+		}
+		return nil, storeErr(err, "")
+	}
+	h.s.tokens.drop(t.ID)
+	afterAnswer(ctx, func() {
+		go c.drainAndClose(websocket.StatusPolicyViolation, "token revoked", 2*time.Second)
+	})
 	info := tokenInfo(t)
 	return &info, nil
 }

@@ -33,7 +33,7 @@ func TestPairingOverHTTP(t *testing.T) {
 		return resp.StatusCode, out, resp.Header
 	}
 	ctx := context.Background()
-	code, _, err := st.CreatePairingCode(ctx, "chat", time.Minute)
+	code, _, err := st.CreatePairingCode(ctx, "chat", time.Minute, 0)
 	require.NoError(t, err)
 
 	status, out, _ := post(`{"code":"` + code + `","name":"phone"}`)
@@ -47,7 +47,7 @@ func TestPairingOverHTTP(t *testing.T) {
 	assert.Equal(t, http.StatusUnauthorized, status, "a code works once")
 	assert.Contains(t, out["error"], "Unknown, used or expired pairing code")
 
-	exp, _, err := st.CreatePairingCode(ctx, "admin", time.Second)
+	exp, _, err := st.CreatePairingCode(ctx, "admin", time.Second, 0)
 	require.NoError(t, err)
 	time.Sleep(1100 * time.Millisecond)
 	status, _, _ = post(`{"code":"` + exp + `","name":"late"}`)
@@ -65,7 +65,7 @@ func TestPairingOverHTTP(t *testing.T) {
 	assert.Equal(t, http.StatusMethodNotAllowed, resp.StatusCode)
 
 	// Brute force: wrong codes are slowed, then refused with 429, even for a valid code.
-	good, _, err := st.CreatePairingCode(ctx, "chat", time.Minute)
+	good, _, err := st.CreatePairingCode(ctx, "chat", time.Minute, 0)
 	require.NoError(t, err)
 	var last int
 	for i := 0; i < pairBlockAfter+1; i++ {
@@ -170,7 +170,7 @@ func TestFieldCase_B30_PairingRaceIsNotAWrongGuess(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for round := 0; round < 3; round++ {
-		code, _, err := e.st.CreatePairingCode(ctx, "chat", time.Minute)
+		code, _, err := e.st.CreatePairingCode(ctx, "chat", time.Minute, 0)
 		require.NoError(t, err)
 		var wg sync.WaitGroup
 		var won, lost, refused atomic.Int64
@@ -212,7 +212,7 @@ func TestFieldCase_B30_PairingRaceIsNotAWrongGuess(t *testing.T) {
 		}
 	}
 	// The address is not locked out: a new valid code still pairs.
-	code, _, err := e.st.CreatePairingCode(ctx, "chat", time.Minute)
+	code, _, err := e.st.CreatePairingCode(ctx, "chat", time.Minute, 0)
 	require.NoError(t, err)
 	resp, err := http.Post(e.hs.URL+"/zidane/pair", "application/json", bytes.NewBufferString(fmt.Sprintf(`{"code":%q,"name":"after-the-race"}`, code)))
 	require.NoError(t, err)

@@ -502,7 +502,7 @@ func (s *Server) closeTokenConns(tokenID string) {
 	s.connsMu.Lock()
 	var hit []*conn
 	for c := range s.conns {
-		if c.token.ID == tokenID {
+		if c.token.ID == tokenID && !c.signingOut.Load() {
 			hit = append(hit, c)
 		}
 	}

@@ -51,7 +51,7 @@ func (c *tokenCache) get(key [sha256.Size]byte, now time.Time) (store.Token, boo
 	if !ok {
 		return store.Token{}, false
 	}
-	if !now.Before(e.until) {
+	if !now.Before(e.until) || !e.tok.Live(now) {
 		delete(c.m, key)
 		return store.Token{}, false
 	}

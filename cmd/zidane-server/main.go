@@ -717,9 +717,9 @@ func tokenCmd() *cobra.Command {
 				return err
 			}
 			tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tSCOPE\tCREATED\tLAST USED\tREVOKED")
+			fmt.Fprintln(tw, "NAME\tSCOPE\tCREATED\tLAST USED\tREVOKED\tEXPIRES")
 			for _, t := range ts {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", oneline.Line(t.Name), t.Scope, t.CreatedAt.Format(time.RFC3339), fmtTime(t.LastUsedAt), fmtTime(t.RevokedAt))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", oneline.Line(t.Name), t.Scope, t.CreatedAt.Format(time.RFC3339), fmtTime(t.LastUsedAt), fmtTime(t.RevokedAt), fmtTime(t.ExpiresAt))
 			}
 			return tw.Flush()
 		},
@@ -759,7 +759,7 @@ const maxTokenName = 200
 func pairCmd() *cobra.Command {
 	var db dbFlags
 	var scope string
-	var ttl time.Duration
+	var ttl, tokenTTL time.Duration
 	cmd := &cobra.Command{
 		Use:   "pair",
 		Short: "Print a single-use pairing code that an app trades for a token at POST /zidane/pair",
@@ -773,11 +773,17 @@ func pairCmd() *cobra.Command {
 				return err
 			}
 			defer closeDB()
-			code, exp, err := st.CreatePairingCode(cmd.Context(), scope, ttl)
+			if tokenTTL < 0 || (tokenTTL > 0 && tokenTTL < time.Second) || tokenTTL > store.MaxTokenTTL {
+				return fmt.Errorf("--ttl-token %s: give a life between 1s and %s, or leave it out for a token that lasts until revoked", tokenTTL, store.MaxTokenTTL)
+			}
+			code, exp, err := st.CreatePairingCode(cmd.Context(), scope, ttl, tokenTTL)
 			if err != nil {
 				return err
 			}
 			fmt.Fprintf(os.Stderr, "%s pairing code, single use, valid until %s (%s):\n", scope, exp.Format("2006-01-02 15:04:05 MST"), ttl)
+			if tokenTTL > 0 {
+				fmt.Fprintf(os.Stderr, "the token it trades for expires %s after pairing\n", tokenTTL)
+			}
 			fmt.Println(code)
 			server := "http://<server>"
 			if d, err := client.ReadDaemonFile(db.dataDir); err == nil {
@@ -790,6 +796,7 @@ func pairCmd() *cobra.Command {
 	db.add(cmd)
 	cmd.Flags().StringVar(&scope, "scope", "chat", "scope of the token the code trades for: chat, admin or machine")
 	cmd.Flags().DurationVar(&ttl, "ttl", 10*time.Minute, "how long the code is valid (at most 24h)")
+	cmd.Flags().DurationVar(&tokenTTL, "ttl-token", 0, "how long the paired token works, from the pairing (e.g. 720h; default: until revoked)")
 	return cmd
 }
 

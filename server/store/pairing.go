@@ -37,9 +37,13 @@ func hashPairCode(code string) []byte {
 	return h[:]
 }
 
+// MaxTokenTTL bounds the life a pairing code may give its token (pair --ttl-token): 10 years.
+const MaxTokenTTL = 10 * 365 * 24 * time.Hour
+
 // CreatePairingCode stores a single-use code for a token of scope that expires after ttl, and
-// returns it formatted XXXX-XXXX (shown once; only its hash is stored).
-func (s *Store) CreatePairingCode(ctx context.Context, scope string, ttl time.Duration) (string, time.Time, error) {
+// returns it formatted XXXX-XXXX (shown once; only its hash is stored). tokenTTL, when not 0, is
+// the life of the token it trades for, counted from the trade (1 s to MaxTokenTTL).
+func (s *Store) CreatePairingCode(ctx context.Context, scope string, ttl, tokenTTL time.Duration) (string, time.Time, error) {
 	switch scope {
 	case ScopeChat, ScopeAdmin, ScopeMachine:
 	default:
@@ -47,6 +51,14 @@ func (s *Store) CreatePairingCode(ctx context.Context, scope string, ttl time.Du
 	}
 	if ttl <= 0 || ttl > 24*time.Hour {
 		return "", time.Time{}, fmt.Errorf("create pairing code: ttl %s must be between 1s and 24h", ttl)
+	}
+	if tokenTTL < 0 || (tokenTTL > 0 && tokenTTL < time.Second) || tokenTTL > MaxTokenTTL {
+		return "", time.Time{}, fmt.Errorf("create pairing code: token ttl %s must be between 1s and %s (or 0 for a token that lasts until revoked)", tokenTTL, MaxTokenTTL)
+	}
+	var life *int64 // milliseconds
+	if tokenTTL > 0 {
+		ms := tokenTTL.Milliseconds()
+		life = &ms
 	}
 	raw := make([]byte, PairCodeLength)
 	if _, err := rand.Read(raw); err != nil {
@@ -58,8 +70,8 @@ func (s *Store) CreatePairingCode(ctx context.Context, scope string, ttl time.Du
 	}
 	expires := time.Now().Add(ttl)
 	err := s.withConn(ctx, "create pairing code", func(ctx context.Context, c *pgxpool.Conn) error {
-		_, err := c.Exec(ctx, `INSERT INTO pairing_codes (id, hash, scope, expires_at) VALUES ($1, $2, $3, $4)`,
-			uuid.New(), hashPairCode(string(code)), scope, expires)
+		_, err := c.Exec(ctx, `INSERT INTO pairing_codes (id, hash, scope, expires_at, token_ttl) VALUES ($1, $2, $3, $4, $5 * interval '1 millisecond')`,
+			uuid.New(), hashPairCode(string(code)), scope, expires, life)
 		return err
 	})
 	if err != nil {
@@ -69,7 +81,7 @@ func (s *Store) CreatePairingCode(ctx context.Context, scope string, ttl time.Du
 }
 
 // RedeemPairingCode trades a live code for a new token named name, in one transaction: the code
-// is marked used so it works once. Errors: ErrNotFound (unknown, used or expired code),
+// is marked used so it works once. The token expires after the code's token life, if it has one. Errors: ErrNotFound (unknown, used or expired code),
 // ErrNameTaken, ErrInvalidText.
 func (s *Store) RedeemPairingCode(ctx context.Context, code, name string) (string, Token, error) {
 	if err := checkText("name", name); err != nil {
@@ -85,10 +97,11 @@ func (s *Store) RedeemPairingCode(ctx context.Context, code, name string) (strin
 			var id uuid.UUID
 			var scope string
 			var used bool
+			var life *int64 // the token's life in milliseconds, nil: until revoked
 			// Parallel redemptions of one code queue on the row lock; the losers then see it
 			// used (B30) rather than missing, so they are not counted as wrong guesses.
-			err := tx.QueryRow(ctx, `SELECT id, scope, used_at IS NOT NULL FROM pairing_codes
-				WHERE hash = $1 AND expires_at > now() FOR UPDATE`, hashPairCode(code)).Scan(&id, &scope, &used)
+			err := tx.QueryRow(ctx, `SELECT id, scope, used_at IS NOT NULL, (extract(epoch FROM token_ttl) * 1000)::bigint FROM pairing_codes
+				WHERE hash = $1 AND expires_at > now() FOR UPDATE`, hashPairCode(code)).Scan(&id, &scope, &used, &life)
 			if errors.Is(err, pgx.ErrNoRows) {
 				return ErrNotFound
 			}
@@ -104,8 +117,8 @@ func (s *Store) RedeemPairingCode(ctx context.Context, code, name string) (strin
 			}
 			plaintext = TokenPrefix + encodeToken(raw[:])
 			tok, err = scanToken(tx.QueryRow(ctx,
-				`INSERT INTO tokens (id, name, scope, hash) VALUES ($1, $2, $3, $4) RETURNING `+tokenCols,
-				uuid.New(), name, scope, hashToken(plaintext)))
+				`INSERT INTO tokens (id, name, scope, hash, expires_at) VALUES ($1, $2, $3, $4, now() + $5 * interval '1 millisecond') RETURNING `+tokenCols,
+				uuid.New(), name, scope, hashToken(plaintext), life))
 			var pe *pgconn.PgError
 			if errors.As(err, &pe) && pe.Code == "23505" {
 				return fmt.Errorf("%w: %q", ErrNameTaken, name)

@@ -15,7 +15,7 @@ import (
 func TestPairingCodes(t *testing.T) {
 	st := storetest.New(t)
 	ctx := context.Background()
-	code, exp, err := st.CreatePairingCode(ctx, "chat", time.Minute)
+	code, exp, err := st.CreatePairingCode(ctx, "chat", time.Minute, 0)
 	require.NoError(t, err)
 	assert.Regexp(t, `^[A-Z2-9]{4}-[A-Z2-9]{4}$`, code)
 	assert.WithinDuration(t, time.Now().Add(time.Minute), exp, 5*time.Second)
@@ -35,19 +35,19 @@ func TestPairingCodes(t *testing.T) {
 	_, _, err = st.RedeemPairingCode(ctx, "ABCD-EFGH", "x")
 	assert.ErrorIs(t, err, store.ErrNotFound)
 	// Expired.
-	short, _, err := st.CreatePairingCode(ctx, "admin", time.Second)
+	short, _, err := st.CreatePairingCode(ctx, "admin", time.Second, 0)
 	require.NoError(t, err)
 	time.Sleep(1100 * time.Millisecond)
 	_, _, err = st.RedeemPairingCode(ctx, short, "late")
 	assert.ErrorIs(t, err, store.ErrNotFound)
 	// A taken name leaves the code usable.
-	c2, _, err := st.CreatePairingCode(ctx, "chat", time.Minute)
+	c2, _, err := st.CreatePairingCode(ctx, "chat", time.Minute, 0)
 	require.NoError(t, err)
 	_, _, err = st.RedeemPairingCode(ctx, c2, "phone")
 	assert.ErrorIs(t, err, store.ErrNameTaken)
 	_, _, err = st.RedeemPairingCode(ctx, c2, "tablet")
 	assert.NoError(t, err)
 	// Bad scope.
-	_, _, err = st.CreatePairingCode(ctx, "root", time.Minute)
+	_, _, err = st.CreatePairingCode(ctx, "root", time.Minute, 0)
 	assert.ErrorIs(t, err, store.ErrInvalidScope)
 }

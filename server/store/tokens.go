@@ -35,13 +35,24 @@ type Token struct {
 	CreatedAt  time.Time
 	LastUsedAt *time.Time // nil if never used; updated at most once a minute
 	RevokedAt  *time.Time // nil while live
+	// ExpiresAt is when the token stops working (a paired token of `pair --ttl-token`); nil for
+	// one that lasts until revoked. Past it the token is refused like a revoked one.
+	ExpiresAt *time.Time
 }
 
-const tokenCols = `id::text, name, scope, created_at, last_used_at, revoked_at`
+// Live reports whether t is neither revoked nor expired at now.
+func (t Token) Live(now time.Time) bool {
+	return t.RevokedAt == nil && (t.ExpiresAt == nil || now.Before(*t.ExpiresAt))
+}
+
+const tokenCols = `id::text, name, scope, created_at, last_used_at, revoked_at, expires_at`
+
+// liveToken is the SQL condition of a live token: not revoked, not expired.
+const liveToken = `revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())`
 
 func scanToken(row pgx.Row) (Token, error) {
 	var t Token
-	err := row.Scan(&t.ID, &t.Name, &t.Scope, &t.CreatedAt, &t.LastUsedAt, &t.RevokedAt)
+	err := row.Scan(&t.ID, &t.Name, &t.Scope, &t.CreatedAt, &t.LastUsedAt, &t.RevokedAt, &t.ExpiresAt)
 	return t, err
 }
 
@@ -93,7 +104,7 @@ func (s *Store) CreateToken(ctx context.Context, name, scope string) (string, To
 }
 
 // LookupToken returns the live token whose plaintext is given. Unknown,
-// malformed or revoked tokens give ErrNotFound. It records last_used_at (at
+// malformed, revoked or expired tokens give ErrNotFound. It records last_used_at (at
 // most one write per token per minute).
 func (s *Store) LookupToken(ctx context.Context, plaintext string) (Token, error) {
 	if !strings.HasPrefix(plaintext, TokenPrefix) {
@@ -105,7 +116,7 @@ func (s *Store) LookupToken(ctx context.Context, plaintext string) (Token, error
 		var hash []byte
 		err := c.QueryRow(ctx, `
 			WITH t AS (
-				SELECT * FROM tokens WHERE hash = $1 AND revoked_at IS NULL
+				SELECT * FROM tokens WHERE hash = $1 AND `+liveToken+`
 			), u AS (
 				UPDATE tokens SET last_used_at = now()
 				 WHERE id IN (SELECT id FROM t)
@@ -113,9 +124,9 @@ func (s *Store) LookupToken(ctx context.Context, plaintext string) (Token, error
 				RETURNING id, last_used_at
 			)
 			SELECT t.hash, t.id::text, t.name, t.scope, t.created_at,
-			       coalesce(u.last_used_at, t.last_used_at), t.revoked_at
+			       coalesce(u.last_used_at, t.last_used_at), t.revoked_at, t.expires_at
 			  FROM t LEFT JOIN u ON u.id = t.id`, want).
-			Scan(&hash, &t.ID, &t.Name, &t.Scope, &t.CreatedAt, &t.LastUsedAt, &t.RevokedAt)
+			Scan(&hash, &t.ID, &t.Name, &t.Scope, &t.CreatedAt, &t.LastUsedAt, &t.RevokedAt, &t.ExpiresAt)
 		if err != nil {
 			return err
 		}
@@ -158,6 +169,17 @@ func (s *Store) RevokeTokenBy(ctx context.Context, name, actor string) (Token, e
 	return s.revoke(ctx, "name = $1", name, actor)
 }
 
+// RevokeTokenID revokes the live token whose id is given (a UUID), recorded in the audit log as
+// actor's: how tokens.revokeSelf signs a connection's own token out. ErrNotFound if no live token
+// has that id.
+func (s *Store) RevokeTokenID(ctx context.Context, id, actor string) (Token, error) {
+	u, err := uuid.Parse(id)
+	if err != nil {
+		return Token{}, fmt.Errorf("revoke token: %w", ErrNotFound)
+	}
+	return s.revoke(ctx, "id = $1", u, actor)
+}
+
 // RevokeTokenSecret revokes the live token whose plaintext is given, recorded in the audit log as
 // actor's, without counting as a use of it (LookupToken would set last_used_at): how a server's
 // start revokes the token of a stale daemon.json. ErrNotFound if no live token has it.
@@ -190,14 +212,14 @@ func (s *Store) revoke(ctx context.Context, where string, arg any, actor string)
 
 const revokeChannel = "zidane_token_revoked"
 
-// RevokedAmong returns those of ids (token ids) that are revoked or no longer exist.
+// RevokedAmong returns those of ids (token ids) that are revoked, expired or no longer exist.
 func (s *Store) RevokedAmong(ctx context.Context, ids []string) ([]string, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
 	var live []string
 	err := s.withConn(ctx, "check tokens", func(ctx context.Context, c *pgxpool.Conn) error {
-		rows, err := c.Query(ctx, `SELECT id::text FROM tokens WHERE id::text = ANY($1) AND revoked_at IS NULL`, ids)
+		rows, err := c.Query(ctx, `SELECT id::text FROM tokens WHERE id::text = ANY($1) AND `+liveToken, ids)
 		if err != nil {
 			return err
 		}
