@@ -34,9 +34,9 @@ test:
 fuzz:
 	scripts/fuzz.sh $${FUZZTIME:-30s}
 
-## soak: 500 connections of valid and invalid frames for 60 s against the real binary (loopback)
+## soak: 500 connections of valid and invalid frames for 60 s against the real binary (loopback), and 200 random cuts across three replicas on NATS JetStream
 soak:
-	ZIDANE_SOAK=1 $(GO) test -count=1 -timeout 10m -run TestSoak -v ./e2e/ | grep -E 'soak:|^(---|ok|FAIL)'
+	ZIDANE_SOAK=1 $(GO) test -count=1 -timeout 10m -run "TestSoak|TestReplicaCuts" -v ./e2e/ | grep -E 'soak:|^(---|ok|FAIL)'
 
 ## bench: the figures of docs/benchmarks.md as ratios against baselines run back to back (BENCH_WRITE=1 writes the doc)
 bench:

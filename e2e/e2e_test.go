@@ -940,14 +940,7 @@ func TestChatSignalsAndResume(t *testing.T) {
 	assert.Equal(t, "1", string(f.ID), "a connection before ipc.hello gets no signals: %s", f.Raw)
 
 	// 7. resume
-	var rr struct {
-		OK      bool   `json:"ok"`
-		Reason  string `json:"reason"`
-		Signals []struct {
-			Seq    int64           `json:"seq"`
-			Signal json.RawMessage `json:"signal"`
-		} `json:"signals"`
-	}
+	var rr resumeResult
 	a.result("sessions.resume", map[string]any{"sessionId": sid, "epoch": h.SignalEpoch, "afterSeq": 3}, &rr)
 	require.True(t, rr.OK)
 	require.Len(t, rr.Signals, int(lastSeq-3))

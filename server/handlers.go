@@ -100,7 +100,7 @@ func (h ipcHandler) Hello(ctx context.Context, p *protocol.IPCHelloParams) (*pro
 		NegotiatedProtocolVersion: negotiated, AppVersion: info.AppVersion, PID: info.PID,
 		StartedAt: info.StartedAt, BuildID: info.BuildID, CodeVersion: info.CodeVersion,
 		HostID: info.HostID, HostKind: info.HostKind, HostName: info.HostName,
-		SignalEpoch: h.s.epoch, Methods: protocol.MethodsFor(c.scope), AdminCommands: h.s.adminCommands(),
+		SignalEpoch: h.s.hub.currentEpoch(), Methods: protocol.MethodsFor(c.scope), AdminCommands: h.s.adminCommands(),
 	}
 	// Drafts, prefs and the sidebar are shared between clients, and machine tokens are served
 	// (machine.register), on every server (seed "Handshake": what this server offers).

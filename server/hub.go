@@ -2,13 +2,18 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/zidane-server/zidane/protocol"
+	"github.com/zidane-server/zidane/server/hub/jetstream"
 )
 
 // ReplayLimits bound the replay log (DESIGN "Replay log"; seed "Reconnect and resume").
@@ -35,7 +40,8 @@ func (l *ReplayLimits) defaults() {
 }
 
 type logEntry struct {
-	seq    int64
+	seq       int64
+	streamSeq uint64 // the JetStream stream's sequence (with a bus), else 0
 	kind   string // the signal's kind (the schema's string: shared, not a copy)
 	signal []byte // the signal's JSON without $seq
 }
@@ -79,7 +85,21 @@ type hub struct {
 
 	maxFrame  int                // the message limit: a larger signal is refused, never sent
 	published interface{ Inc() } // the metrics counter, when set
+
+	// With --nats-url (issue 25; docs/scaling.md): bus carries the signals between replicas. A
+	// sequenced signal takes its $seq from the stream and enters this log when the stream hands
+	// it back (apply), on every replica alike; unsequenced signals to all or others go through
+	// the bus's live subject (live); origin and watchers signals stay with this replica, whose
+	// connection caused them or watches. The connections and audiences stay here.
+	bus     atomic.Pointer[jetstream.Bus]
+	replica string          // this replica's name in connection references ("<replica>/<conn id>")
+	byID    map[int64]*conn // the recipients by id, for references from the bus; under mu
+	log     *slog.Logger
 }
+
+// busTimeout bounds one signal's trip through JetStream (publish, then its return) and a
+// resume's or snapshot's wait for this replica to catch up with the stream.
+const busTimeout = 5 * time.Second
 
 // errSignalTooLarge is publish's answer for a signal whose frame would exceed the message limit.
 var errSignalTooLarge = errors.New("signal exceeds the message limit")
@@ -87,7 +107,8 @@ var errSignalTooLarge = errors.New("signal exceeds the message limit")
 func newHub(epoch string, limits ReplayLimits, maxFrame int) *hub {
 	limits.defaults()
 	h := &hub{epoch: epoch, limits: limits, logs: map[string]*sessionLog{}, conns: map[*conn]struct{}{},
-		watchers: map[string]map[*conn]struct{}{}, watching: map[*conn]map[string]struct{}{}, maxFrame: maxFrame}
+		watchers: map[string]map[*conn]struct{}{}, watching: map[*conn]map[string]struct{}{}, maxFrame: maxFrame,
+		byID: map[int64]*conn{}, log: slog.Default()}
 	h.list.Store(&[]*conn{})
 	return h
 }
@@ -96,6 +117,7 @@ func newHub(epoch string, limits ReplayLimits, maxFrame int) *hub {
 func (h *hub) add(c *conn) {
 	h.mu.Lock()
 	h.conns[c] = struct{}{}
+	h.byID[c.id] = c
 	h.relist()
 	h.mu.Unlock()
 }
@@ -104,6 +126,9 @@ func (h *hub) add(c *conn) {
 func (h *hub) remove(c *conn) {
 	h.mu.Lock()
 	delete(h.conns, c)
+	if h.byID[c.id] == c {
+		delete(h.byID, c.id)
+	}
 	for k := range h.watching[c] {
 		h.unwatchLocked(c, k)
 	}
@@ -209,6 +234,22 @@ func (h *hub) publish(sig protocol.Signal, from *conn, watchKey string) (int64, 
 	} else {
 		order = &h.plain
 	}
+	if bus := h.bus.Load(); bus != nil && spec.Delivery != protocol.DeliveryOrigin && spec.Delivery != protocol.DeliveryWatchers {
+		if !spec.Sequenced || lg == nil {
+			return 0, bus.PublishLive(spec.Kind, body, h.ref(from), "")
+		}
+		// The order lock keeps this replica's publishers of the session from racing each other
+		// for a $seq; the stream orders them against other replicas'.
+		order.Lock()
+		defer order.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), busTimeout)
+		defer cancel()
+		seq, streamSeq, err := bus.Publish(ctx, lg.id, spec.Kind, body, h.ref(from))
+		if err == nil { // returned once in this replica's log, as the in-process hub's publish
+			err = bus.WaitApplied(ctx, streamSeq)
+		}
+		return seq, err
+	}
 	order.Lock()
 	defer order.Unlock()
 	var seq int64
@@ -263,9 +304,11 @@ func (h *hub) deliver(spec *protocol.SignalSpec, from *conn, watchKey string, fr
 	}
 }
 
-// trim enforces the per-session and total limits; callers hold h.mu.
-func (h *hub) trim(lg *sessionLog) {
+// trim enforces the per-session and total limits; callers hold h.mu. It reports whether the
+// per-session byte limit dropped entries of lg.
+func (h *hub) trim(lg *sessionLog) (byBytes bool) {
 	for len(lg.entries) > h.limits.PerSessionSignals || (lg.bytes > h.limits.PerSessionBytes && len(lg.entries) > 1) {
+		byBytes = byBytes || len(lg.entries) <= h.limits.PerSessionSignals
 		lg.bytes -= len(lg.entries[0].signal)
 		h.total -= len(lg.entries[0].signal)
 		lg.entries[0] = logEntry{}
@@ -285,9 +328,10 @@ func (h *hub) trim(lg *sessionLog) {
 		oldest.bytes = 0
 		oldest.entries = nil
 		if oldest == lg {
-			return
+			return byBytes
 		}
 	}
+	return byBytes
 }
 
 // signalFrame builds the ipc.signal notification, splicing "$seq" in as the last member.
@@ -319,6 +363,9 @@ type resumeAnswer struct {
 // watermark returns the $seq of the session's last sequenced signal in this epoch (0 for none) and
 // the epoch; the watermark of sessions.loadEvents and sessions.getTurns (see agent.Consistent).
 func (h *hub) watermark(sessionID string) (int64, string) {
+	if bus := h.bus.Load(); bus != nil {
+		h.barrier(bus, sessionID)
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if lg := h.logs[sessionID]; lg != nil {
@@ -329,6 +376,10 @@ func (h *hub) watermark(sessionID string) (int64, string) {
 
 // replay returns the signals of a session after afterSeq, if the log still holds all of them.
 func (h *hub) replay(sessionID, epoch string, afterSeq int64) resumeAnswer {
+	if bus := h.bus.Load(); bus != nil && !h.barrier(bus, sessionID) {
+		// What this replica holds may lag what the client saw elsewhere: a reload is safe.
+		return resumeAnswer{reason: protocol.ResumeFailureGap}
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if epoch != h.epoch {
@@ -352,4 +403,116 @@ func (h *hub) replay(sessionID, epoch string, afterSeq int64) resumeAnswer {
 	out := make([]logEntry, len(lg.entries)-i)
 	copy(out, lg.entries[i:])
 	return resumeAnswer{ok: true, signals: out, last: last}
+}
+
+// currentEpoch is the signal epoch: the process's, or the JetStream stream's with a bus.
+func (h *hub) currentEpoch() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.epoch
+}
+
+// barrier waits until this replica's log holds every signal of the session the stream holds;
+// false (logged) when NATS did not answer in time.
+func (h *hub) barrier(bus *jetstream.Bus, sessionID string) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), busTimeout)
+	defer cancel()
+	if err := bus.Barrier(ctx, sessionID); err != nil {
+		h.log.Warn("this replica could not catch up with the signal stream", "session", sessionID, "err", err)
+		return false
+	}
+	return true
+}
+
+// ref names c across replicas ("<replica>/<connection id>"); "" for nil.
+func (h *hub) ref(c *conn) string {
+	if c == nil {
+		return ""
+	}
+	return h.replica + "/" + strconv.FormatInt(c.id, 10)
+}
+
+// local is the connection of this replica a reference names, or nil (another replica's, or none).
+func (h *hub) local(ref string) *conn {
+	rest, ok := strings.CutPrefix(ref, h.replica+"/")
+	if !ok || h.replica == "" {
+		return nil
+	}
+	id, err := strconv.ParseInt(rest, 10, 64)
+	if err != nil {
+		return nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.byID[id]
+}
+
+// apply is the bus's Apply: a sequenced signal off the stream (any replica's, in stream order)
+// enters this replica's log under the $seq the stream gave it and goes to this replica's
+// connections, as publish does without a bus. A $seq this log already has (the consumer
+// delivered again after a reconnect) is skipped; a $seq past the next one (this replica did not
+// see the ones between: evicted before it read them) starts the session's log again, so resume
+// answers gap for what it lacks.
+func (h *hub) apply(m jetstream.Message) {
+	spec := protocol.LookupSignal(m.Kind)
+	if spec == nil {
+		h.log.Error("a signal of an unknown kind on the stream: skipped (a replica of another version?)", "kind", m.Kind)
+		return
+	}
+	h.mu.Lock()
+	lg := h.logs[m.Session]
+	if lg == nil {
+		lg = &sessionLog{id: m.Session}
+		h.logs[lg.id] = lg
+	}
+	if m.Seq <= lg.lastSeq {
+		h.mu.Unlock()
+		return
+	}
+	if m.Seq != lg.lastSeq+1 {
+		h.total -= lg.bytes
+		lg.bytes, lg.entries = 0, nil
+	}
+	lg.lastSeq = m.Seq
+	h.tick++
+	lg.tick = h.tick
+	lg.entries = append(lg.entries, logEntry{seq: m.Seq, streamSeq: m.StreamSeq, kind: spec.Kind, signal: m.Body})
+	lg.bytes += len(m.Body)
+	h.total += len(m.Body)
+	var purge uint64
+	if h.trim(lg) && m.Mine && len(lg.entries) > 0 {
+		purge = lg.entries[0].streamSeq
+	}
+	h.mu.Unlock()
+	if purge > 0 {
+		if bus := h.bus.Load(); bus != nil {
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), busTimeout)
+				defer cancel()
+				if err := bus.PurgeBefore(ctx, m.Session, purge); err != nil {
+					h.log.Warn("the session's oldest signals past its byte limit were not purged from the stream", "session", m.Session, "err", err)
+				}
+			}()
+		}
+	}
+	h.deliver(spec, h.local(m.From), "", signalFrame(m.Body, m.Seq))
+}
+
+// live is the bus's Live: an unsequenced signal of any replica to this replica's connections.
+func (h *hub) live(m jetstream.Message) {
+	spec := protocol.LookupSignal(m.Kind)
+	if spec == nil {
+		h.log.Error("a signal of an unknown kind on NATS: skipped (a replica of another version?)", "kind", m.Kind)
+		return
+	}
+	h.deliver(spec, h.local(m.From), m.WatchKey, signalFrame(m.Body, 0))
+}
+
+// reset is the bus's Reset: the stream was created again, every $seq is of the old epoch.
+func (h *hub) reset(epoch string) {
+	h.mu.Lock()
+	h.epoch = epoch
+	h.logs = map[string]*sessionLog{}
+	h.total = 0
+	h.mu.Unlock()
 }

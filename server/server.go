@@ -131,6 +131,13 @@ type Config struct {
 	DataDir string
 	// DatabaseURL, when set, is passed to adminCommands instead of DataDir.
 	DatabaseURL string
+	// NATSURL, when set (--nats-url), carries the signals, their $seq and the replay log on NATS
+	// JetStream, shared by every replica on the same database (issue 25; docs/scaling.md); the
+	// signal epoch then names the stream, not the process. Empty: the in-process hub.
+	NATSURL string
+	// NATSStream names the JetStream stream (default jetstream.DefaultStream); replicas of one
+	// deployment share it.
+	NATSStream string
 	// Binary is how adminCommands name the operator binary: its absolute path, or its bare name
 	// when PATH finds it; default "zidane-server".
 	Binary string
@@ -306,6 +313,13 @@ func New(ctx context.Context, cfg Config, st *store.Store) (*Server, error) {
 		startedAt: time.Now(), pid: int64(os.Getpid()), hostName: hn, baseCtx: base, stop: stop, conns: map[*conn]struct{}{},
 	}
 	s.hub = newHub(s.epoch, cfg.Limits.Replay, int(cfg.Limits.MaxMessageBytes))
+	s.hub.log = s.log
+	if cfg.NATSURL != "" {
+		if err := s.openBus(ctx); err != nil {
+			stop()
+			return nil, err
+		}
+	}
 	s.pairs = newPairLimiter()
 	s.metrics = newMetrics(s)
 	s.hub.published = s.metrics.signals
@@ -525,7 +539,7 @@ func (s *Server) Hidden() (all, inRoots []string) {
 }
 
 // Epoch is this process's signalEpoch.
-func (s *Server) Epoch() string { return s.epoch }
+func (s *Server) Epoch() string { return s.hub.currentEpoch() }
 
 func (s *Server) track(c *conn, add bool) {
 	s.connsMu.Lock()
@@ -676,6 +690,9 @@ func (s *Server) Shutdown(ctx context.Context) {
 	s.runs.Shutdown(runCtx)
 	s.runs.Flush(ctx)
 	s.mcp.Close()
+	if bus := s.hub.bus.Load(); bus != nil {
+		defer bus.Close() // after the connections: the runs' last signals went out
+	}
 	s.connsMu.Lock()
 	cs := make([]*conn, 0, len(s.conns))
 	for c := range s.conns {

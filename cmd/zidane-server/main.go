@@ -245,6 +245,7 @@ func startCmd() *cobra.Command {
 	var approvalTimeout time.Duration
 	var allowHomeRoot bool
 	var pgSupervise store.SuperviseOptions
+	var natsURL, natsStream string
 	cmd := &cobra.Command{
 		Use:   "start",
 		Short: "Start the server (on a managed local Postgres unless --database-url or DATABASE_URL is set)",
@@ -339,6 +340,7 @@ func startCmd() *cobra.Command {
 			if db.databaseURL != "" {
 				cfg.DatabaseURL = db.databaseURL
 			}
+			cfg.NATSURL, cfg.NATSStream = natsURL, natsStream
 			srv, err := server.New(ctx, cfg, st)
 			if err != nil {
 				ln.Close()
@@ -437,6 +439,8 @@ func startCmd() *cobra.Command {
 	cmd.Flags().StringVar(&unixSocket, "unix-socket", "", "also serve the protocol on this unix socket (mode 0600)")
 	cmd.Flags().StringArrayVar(&allowedHosts, "allowed-host", nil, "extra Host name (name or name:port) accepted on a loopback listener, e.g. the public name a reverse proxy forwards (repeatable; see docs/security.md)")
 	cmd.Flags().DurationVar(&tokenRecheck, "token-recheck", 30*time.Second, "how often open connections' and cached tokens are re-checked in the database (in case a revocation notice was lost), and how long a verified token stays cached")
+	cmd.Flags().StringVar(&natsURL, "nats-url", "", "NATS server with JetStream (nats://host:4222): signals, $seq and the replay log shared by every replica on the same --database-url (docs/scaling.md); default the in-process hub, one server per database")
+	cmd.Flags().StringVar(&natsStream, "nats-stream", "zidane-signals", "JetStream stream of the signals with --nats-url (its key-value bucket is <name>-seq); every replica of a deployment names the same")
 	cmd.Flags().StringVar(&debugListen, "debug-listen", "", "serve GET /metrics without a token on this separate address (keep it private, e.g. 127.0.0.1:4381)")
 	cmd.Flags().StringVar(&tlsCert, "tls-cert", "", "PEM certificate (chain) file: serve https:// and wss:// directly (with --tls-key)")
 	cmd.Flags().StringVar(&tlsKey, "tls-key", "", "PEM private key file for --tls-cert")
