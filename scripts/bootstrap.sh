@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what `make run` and `make test` need and are missing: PostgreSQL server binaries
-# (for the managed local Postgres), the TypeScript toolchain of sdk-ts (npm ci, from the lock file) and
+# (for the managed local Postgres), the TypeScript toolchain of sdk-ts (npm ci, from the lock file), the
+# reference MCP server of e2e/mcp (npm ci) and
 # Chromium for the web app's browser tests (Debian's chromium, driven by playwright-core).
 # Usage: scripts/bootstrap.sh --server | --ts | --browser | --all
 set -euo pipefail
@@ -43,6 +44,10 @@ if [ "$want_ts" = 1 ]; then
   fi
   if [ -f sdk-ts/package-lock.json ] && { [ ! -d sdk-ts/node_modules ] || [ sdk-ts/package-lock.json -nt sdk-ts/node_modules/.package-lock.json ]; }; then
     (cd sdk-ts && npm ci --no-audit --no-fund --loglevel=error)
+  fi
+  # The reference MCP server the MCP client's tests run (server/agent/mcp, issue 23).
+  if [ -f e2e/mcp/package-lock.json ] && { [ ! -d e2e/mcp/node_modules ] || [ e2e/mcp/package-lock.json -nt e2e/mcp/node_modules/.package-lock.json ]; }; then
+    (cd e2e/mcp && npm ci --no-audit --no-fund --loglevel=error)
   fi
 fi
 
