@@ -229,7 +229,7 @@ func TestClientCase_C06_NeverReplayABufferedCall(t *testing.T) {
 	conn := r.connected(t)
 	done := make(chan error, 1)
 	go func() {
-		_, err := r.c.ChatSend(context.Background(), &protocol.ChatSendParams{SessionID: "A", Prompt: "hi"})
+		_, err := r.c.ChatSend(context.Background(), &protocol.ChatSendParams{SessionID: "A", Prompt: ptr("hi")})
 		done <- err
 	}()
 	req := conn.req(t)
@@ -244,7 +244,7 @@ func TestClientCase_C06_NeverReplayABufferedCall(t *testing.T) {
 	assert.Contains(t, err.Error(), "outcome is unknown")
 
 	start := time.Now()
-	_, err = r.c.ChatSend(context.Background(), &protocol.ChatSendParams{SessionID: "A", Prompt: "offline"})
+	_, err = r.c.ChatSend(context.Background(), &protocol.ChatSendParams{SessionID: "A", Prompt: ptr("offline")})
 	assert.ErrorIs(t, err, ErrNotConnected)
 	assert.Less(t, time.Since(start), 100*time.Millisecond, "fails at once")
 	r.px.Forward()
@@ -320,7 +320,7 @@ func TestClientCase_C09_HalfOpenConnectionIsDropped(t *testing.T) {
 	conn := r.followed(t, "A", 3)
 	errs := make(chan error, 1)
 	go func() {
-		_, err := r.c.ChatSend(context.Background(), &protocol.ChatSendParams{SessionID: "A", Prompt: "p"})
+		_, err := r.c.ChatSend(context.Background(), &protocol.ChatSendParams{SessionID: "A", Prompt: ptr("p")})
 		errs <- err
 	}()
 	conn.req(t)

@@ -438,7 +438,11 @@ func (h chatHandler) Send(ctx context.Context, p *protocol.ChatSendParams) (*pro
 			return nil, err
 		}
 	}
-	runID, stored, err := h.s.runs.Start(ctx, x, p.Prompt, originOf(connFrom(ctx)))
+	x, prompt, err := h.s.commandPrompt(ctx, x, p)
+	if err != nil {
+		return nil, err
+	}
+	runID, stored, err := h.s.runs.StartPrompt(ctx, x, prompt, originOf(connFrom(ctx)))
 	tookEffect(ctx) // started or queued: the connection's next prompt goes behind it
 	if err != nil {
 		return nil, agentErr(h.s.notFoundAfterCache(x.ID, hint, err))

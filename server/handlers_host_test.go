@@ -95,7 +95,7 @@ func TestHostInfoForcedUnsupportedRefusesPolicies(t *testing.T) {
 	// And a command under the server's default is refused, not run unsandboxed.
 	marker := filepath.Join(t.TempDir(), "ran")
 	cmd := exec.Command("/bin/touch", marker)
-	_, err := e.srv.sandboxCommand(context.Background(), cmd, id, e.srv.ws.Roots())
+	_, err := e.srv.sandboxCommand(context.Background(), cmd, id, e.srv.ws.Roots(), nil)
 	require.ErrorIs(t, err, sandbox.ErrUnsupported)
 	assert.NoFileExists(t, marker)
 }
@@ -150,7 +150,7 @@ func TestSessionPolicyRunsTheCommand(t *testing.T) {
 	touch := func(name string) (sandbox.Policy, error) {
 		cmd := exec.Command("/bin/touch", filepath.Join(root, name))
 		cmd.Dir = root
-		p, err := e.srv.sandboxCommand(context.Background(), cmd, id, e.srv.ws.Roots())
+		p, err := e.srv.sandboxCommand(context.Background(), cmd, id, e.srv.ws.Roots(), nil)
 		require.NoError(t, err)
 		return p, cmd.Run()
 	}

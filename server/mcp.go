@@ -31,7 +31,7 @@ func (s *Server) newMCP() {
 			if s.sandbox == nil {
 				return "", nil // no sandbox configured: like exec, the command runs as is
 			}
-			p, err := s.sandboxCommand(s.baseCtx, cmd, u.SessionID, s.ws.Roots())
+			p, err := s.sandboxCommand(s.baseCtx, cmd, u.SessionID, s.ws.Roots(), nil)
 			return string(p), err
 		},
 		Watch: func(dir string) {

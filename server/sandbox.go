@@ -96,7 +96,7 @@ type execLauncher struct{ s *Server }
 
 // Prepare implements tools.Launcher.
 func (l execLauncher) Prepare(cmd *exec.Cmd, req tools.LaunchRequest) (tools.Launched, error) {
-	p, err := l.s.sandboxCommand(l.s.baseCtx, cmd, req.SessionID, req.Roots)
+	p, err := l.s.sandboxCommand(l.s.baseCtx, cmd, req.SessionID, req.Roots, req.Narrow)
 	return tools.Launched{Sandbox: string(p)}, err
 }
 
@@ -107,7 +107,7 @@ func (l execLauncher) CheckLaunch(req tools.LaunchRequest) error {
 	if err != nil {
 		return err
 	}
-	return l.s.sandbox.Check(p)
+	return l.s.sandbox.Check(narrowPolicy(p, req.Narrow))
 }
 
 // sessionPolicy returns the policy sessionID's commands run under: the one an admin set, else
@@ -123,14 +123,27 @@ func (s *Server) sessionPolicy(ctx context.Context, sessionID string) (sandbox.P
 	return sandbox.Policy(p), true, nil
 }
 
+// narrowPolicy applies the run's agent's narrowing (tools.LaunchRequest.Narrow) to p; a result
+// that names no policy keeps p.
+func narrowPolicy(p sandbox.Policy, narrow func(string) string) sandbox.Policy {
+	if narrow == nil {
+		return p
+	}
+	if q, err := sandbox.ParsePolicy(narrow(string(p))); err == nil {
+		return q
+	}
+	return p
+}
+
 // sandboxCommand prepares cmd to run under sessionID's policy with roots writable, and returns
 // the policy. An error means cmd must not run: the policy cannot be
 // enforced here, or is off without the operator's flag.
-func (s *Server) sandboxCommand(ctx context.Context, cmd *exec.Cmd, sessionID string, roots []string) (sandbox.Policy, error) {
+func (s *Server) sandboxCommand(ctx context.Context, cmd *exec.Cmd, sessionID string, roots []string, narrow func(string) string) (sandbox.Policy, error) {
 	p, _, err := s.sessionPolicy(ctx, sessionID)
 	if err != nil {
 		return "", err
 	}
+	p = narrowPolicy(p, narrow)
 	if err := s.sandbox.Wrap(cmd, sandbox.Request{Policy: p, Roots: roots, SessionID: sessionID}); err != nil {
 		return p, err
 	}

@@ -158,6 +158,9 @@ type Config struct {
 	Models agent.Models
 	// SystemPrompt replaces the agent's built-in system prompt (the operator's override).
 	SystemPrompt string
+	// UserHome is the server user's home: its .zidane/ (and .claude/) agents, skills and commands
+	// are merged with each project's. "" reads only the projects' (the tests' default).
+	UserHome string
 	// RunLimits are the agent's per-run limits (turns, wall time, output tokens, concurrent runs).
 	RunLimits agent.Limits
 	// AllowClone lets chat tokens clone repositories into the workspace roots (git.clone; hello's
@@ -328,7 +331,7 @@ func New(ctx context.Context, cfg Config, st *store.Store) (*Server, error) {
 	s.runs, err = agent.New(agent.Config{
 		Store: st, Reporter: agentReporter{s}, Logger: s.log,
 		MaxMessageBytes: int(cfg.Limits.MaxMessageBytes), StepDelay: cfg.StepDelay,
-		Models: cfg.Models, SystemPrompt: cfg.SystemPrompt, Limits: cfg.RunLimits,
+		Models: cfg.Models, SystemPrompt: cfg.SystemPrompt, Limits: cfg.RunLimits, DefsHome: cfg.UserHome,
 		Tools: agent.HostTools{Host: s.tools}, Workspace: ws,
 	})
 	if err != nil {

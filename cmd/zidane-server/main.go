@@ -337,6 +337,9 @@ func startCmd() *cobra.Command {
 				AllowClone: allowClone, CloneSchemes: cloneSchemes, ProjectTerminals: projectTerminals, AllowCreateFolders: allowCreateFolders,
 				ApprovalTimeout: approvalTimeout, Models: models, SystemPrompt: systemPrompt, RunLimits: runLimits, Sandbox: sb,
 				ViaMakeRun: os.Getenv(server.MakeRunEnv) == "1", MakeArgs: os.Getenv(server.MakeArgsEnv)}
+			if home, err := os.UserHomeDir(); err == nil {
+				cfg.UserHome = home // ~/.zidane/agents, skills and commands (issue 27)
+			}
 			if db.databaseURL != "" {
 				cfg.DatabaseURL = db.databaseURL
 			}

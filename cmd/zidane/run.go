@@ -263,7 +263,7 @@ func runPrompt(o promptOptions, stdout, stderr io.Writer) int {
 	var res *protocol.ChatSendResult
 	sending.Store(true)
 	for {
-		params := &protocol.ChatSendParams{SessionID: sid, Prompt: o.prompt}
+		params := &protocol.ChatSendParams{SessionID: sid, Prompt: &o.prompt}
 		if o.model != "" {
 			params.Model = &o.model
 		}

@@ -80,6 +80,9 @@ type Config struct {
 	// SystemPrompt replaces DefaultSystemPrompt (the operator's override); AGENTS.md files still
 	// follow it.
 	SystemPrompt string
+	// DefsHome is the server user's home, whose .zidane/ (and .claude/) agents, skills and
+	// commands are merged with the project's; "" reads only the project's.
+	DefsHome string
 	// Limits are the per-run limits.
 	Limits Limits
 	// Retry is the retry policy for provider errors before the first token; zero MaxRetries and
@@ -127,6 +130,7 @@ type Runtime struct {
 
 type run struct {
 	id, sessionID, prompt string
+	command, arguments    string // the command the prompt was made from (Prompt)
 	session               store.Session
 	origin                Origin
 	ctx                   context.Context
@@ -190,6 +194,13 @@ func (r *Runtime) Models() Models { return r.models }
 // (chat.send answers after it); stored is nil for a queued prompt, written when it starts.
 // Errors: *Refusal (shutting down, the queue is full).
 func (r *Runtime) Start(ctx context.Context, x store.Session, prompt string, origin Origin) (runID string, stored func(context.Context) error, err error) {
+	return r.StartPrompt(ctx, x, Prompt{Text: prompt}, origin)
+}
+
+// StartPrompt is Start with a command's prompt: the user-prompt event records p.Command and
+// p.Arguments beside the text. x may carry a command's agent and model for this run only.
+func (r *Runtime) StartPrompt(ctx context.Context, x store.Session, p Prompt, origin Origin) (runID string, stored func(context.Context) error, err error) {
+	prompt := p.Text
 	r.mu.Lock()
 	if r.closed || r.base.Err() != nil {
 		r.mu.Unlock()
@@ -203,7 +214,7 @@ func (r *Runtime) Start(ctx context.Context, x store.Session, prompt string, ori
 		return "", nil, fmt.Errorf("session %s: %w", x.ID, store.ErrNotFound)
 	}
 	runCtx, cancel := context.WithCancel(r.base)
-	ru := &run{id: uuid.NewString(), sessionID: x.ID, prompt: prompt, session: x, origin: origin, ctx: runCtx, cancel: cancel}
+	ru := &run{id: uuid.NewString(), sessionID: x.ID, prompt: prompt, command: p.Command, arguments: p.Arguments, session: x, origin: origin, ctx: runCtx, cancel: cancel}
 	if _, busy := r.active[x.ID]; busy {
 		if len(r.pending[x.ID]) >= MaxFollowUps {
 			r.mu.Unlock()
@@ -238,7 +249,7 @@ func (r *Runtime) Start(ctx context.Context, x store.Session, prompt string, ori
 // it, the run and the write went first and run:start left 0.4 ms later (the chat.send figure of
 // docs/benchmarks.md).
 func (r *Runtime) launch(ctx context.Context, ru *run) {
-	ru.promptEv = &protocol.UserPromptEvent{Text: ru.prompt, TurnID: uuid.NewString()}
+	ru.promptEv = ru.userPrompt()
 	prompt := r.fit(ru, ru.promptEv)
 	ready := make(chan struct{})
 	l := r.contentLock(ru.sessionID) // the prompt is content: see Consistent
@@ -260,6 +271,15 @@ func (r *Runtime) launch(ctx context.Context, ru *run) {
 	r.publish(&protocol.EventSignal{SessionID: ru.sessionID, RunID: ru.id, Event: prompt}, ru)
 	l.Unlock()
 	close(ready)
+}
+
+// userPrompt is the run's user-prompt event (a new turn id each time).
+func (ru *run) userPrompt() *protocol.UserPromptEvent {
+	ev := &protocol.UserPromptEvent{Text: ru.prompt, TurnID: uuid.NewString()}
+	if ru.command != "" {
+		ev.Command, ev.Arguments = ptr(ru.command), ptr(ru.arguments)
+	}
+	return ev
 }
 
 // refusedMessage is the error event and run:end text of a run whose prompt's write failed.
@@ -318,7 +338,7 @@ func (r *Runtime) advance(ru *run) {
 func (r *Runtime) bracket(d droppedRun) {
 	ru := d.ru
 	r.publish(&protocol.RunStartSignal{SessionID: ru.sessionID, RunID: ru.id}, ru)
-	r.emit(ru, &protocol.UserPromptEvent{Text: ru.prompt, TurnID: uuid.NewString()})
+	r.emit(ru, ru.userPrompt())
 	r.emit(ru, &protocol.ErrorEvent{Message: d.msg})
 	r.closeBlock(ru.sessionID)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

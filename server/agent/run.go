@@ -133,7 +133,15 @@ var errWallTime = errors.New("wall time limit")
 // returns the run's summary (from the providers' usage) and the last turn's id.
 func (r *Runtime) runModel(ctx context.Context, ru *run) (protocol.RunSummary, string, error) {
 	lim := r.cfg.Limits
-	prov, model, err := r.models.Resolve(ctx, ru.session.Model)
+	ag, err := r.agentOf(ru.session)
+	if err != nil {
+		return protocol.RunSummary{}, "", err
+	}
+	modelID := ru.session.Model
+	if modelID == "" {
+		modelID = ag.def.Model // the agent's default, when the session names none
+	}
+	prov, model, err := r.models.Resolve(ctx, modelID)
 	sum := protocol.RunSummary{ModelID: model.ID}
 	if err != nil {
 		return sum, "", &runError{err.Error() + "; pick one with sessions.setModel."}
@@ -145,15 +153,16 @@ func (r *Runtime) runModel(ctx context.Context, ru *run) (protocol.RunSummary, s
 	prov = provider.WithRetry(prov, r.cfg.Retry)
 	baseTools := runner.Tools(ru.session)
 	turnTools := func() []provider.Tool {
+		all := baseTools
 		if tt, ok := runner.(TurnTools); ok {
 			if extra := tt.TurnTools(ctx, ru.session, ru.id, ru.origin); len(extra) > 0 {
-				return append(baseTools[:len(baseTools):len(baseTools)], extra...)
+				all = append(baseTools[:len(baseTools):len(baseTools)], extra...)
 			}
 		}
-		return baseTools
+		return ag.tools(all) // exactly the agent's tools (and a skill's narrowing)
 	}
 	tools := turnTools()
-	system := r.systemPrompt(ru.session, tools)
+	system := r.systemPrompt(ru.session, ag, tools)
 	var streamed time.Duration
 	lastTurn := ""
 	unreported := false
@@ -264,7 +273,7 @@ func (r *Runtime) runModel(ctx context.Context, ru *run) (protocol.RunSummary, s
 			return r.summary(sum, streamed, unreported), lastTurn, &runError{fmt.Sprintf("The answer was cut: it reached the limit of %d output tokens per turn (the operator's --max-output-tokens).", lim.MaxOutputTokens)}
 		case res.Stop == provider.StopToolUse && len(calls) > 0:
 			for _, c := range calls {
-				res := r.runTool(ctx, ru, runner, turnID, c)
+				res := r.runTool(ctx, ru, runner, ag, tools, turnID, c)
 				ev := &protocol.ToolResultEvent{Tool: c.Name, CallID: c.ID, Text: res.Text, IsError: optTrue(res.IsError), TurnID: turnID}
 				if res.Diff != "" {
 					ev.Diff = &res.Diff
@@ -285,10 +294,16 @@ func (r *Runtime) runModel(ctx context.Context, ru *run) (protocol.RunSummary, s
 
 // runTool asks the gate, then runs the call. A call the run's end interrupts gets a result that
 // says so (runtime case R15).
-func (r *Runtime) runTool(ctx context.Context, ru *run, runner ToolRunner, turnID string, c provider.ToolCall) ToolResult {
-	tc := ToolCall{Session: ru.session, RunID: ru.id, TurnID: turnID, Origin: ru.origin, Call: c}
+func (r *Runtime) runTool(ctx context.Context, ru *run, runner ToolRunner, ag *runAgent, offered []provider.Tool, turnID string, c provider.ToolCall) ToolResult {
+	tc := ToolCall{Session: ru.session, RunID: ru.id, TurnID: turnID, Origin: ru.origin, Call: c, Agent: &ag.def}
 	if ctx.Err() != nil {
 		return ToolResult{Text: "The tool did not run: " + r.stopReason(ctx, ru), IsError: true}
+	}
+	if !inTools(offered, c.Name) {
+		return ag.notOffered(c.Name, offered) // a tool the model was not offered never runs
+	}
+	if c.Name == skillTool.Name {
+		return ag.runSkill(c.Arguments)
 	}
 	if r.cfg.Gate != nil {
 		if ok, denied := r.cfg.Gate.Check(ctx, tc); !ok {
@@ -334,6 +349,15 @@ func (r *Runtime) summary(sum protocol.RunSummary, streamed time.Duration, unrep
 		sum.Unreported = ptr(true)
 	}
 	return sum
+}
+
+func inTools(ts []provider.Tool, name string) bool {
+	for _, t := range ts {
+		if t.Name == name {
+			return true
+		}
+	}
+	return false
 }
 
 func toolsTokens(ts []provider.Tool) int {

@@ -25,11 +25,15 @@ const maxAgentsBytes = 64 << 10
 // systemPrompt builds a run's system prompt: the operator's override or the built-in default, the
 // tools offered, then every AGENTS.md from the workspace root down to the session's cwd (the
 // nearest last, so it has the last word), each under a heading naming its folder.
-func (r *Runtime) systemPrompt(x store.Session, tools []provider.Tool) string {
+func (r *Runtime) systemPrompt(x store.Session, ag *runAgent, tools []provider.Tool) string {
 	var b strings.Builder
-	if r.cfg.SystemPrompt != "" {
+	switch {
+	case ag != nil && ag.def.Prompt != "":
+		b.WriteString(ag.def.Prompt)
+		fmt.Fprintf(&b, "\n\nWorkspace: %s. The session's working directory: %s.", x.ProjectRoot, x.Cwd)
+	case r.cfg.SystemPrompt != "":
 		b.WriteString(r.cfg.SystemPrompt)
-	} else {
+	default:
 		fmt.Fprintf(&b, DefaultSystemPrompt, x.ProjectRoot, x.Cwd)
 	}
 	if len(tools) > 0 {
@@ -41,6 +45,9 @@ func (r *Runtime) systemPrompt(x store.Session, tools []provider.Tool) string {
 			b.WriteString(t.Name)
 		}
 		b.WriteString(".")
+	}
+	if ag != nil {
+		b.WriteString(ag.skillsPrompt())
 	}
 	for _, dir := range dirsDown(x.ProjectRoot, x.Cwd) {
 		text, ok := r.readAgents(x, dir)

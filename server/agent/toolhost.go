@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/zidane-server/zidane/protocol"
+	"github.com/zidane-server/zidane/server/agent/defs"
 	"github.com/zidane-server/zidane/server/agent/mcp"
 	"github.com/zidane-server/zidane/server/agent/provider"
 	"github.com/zidane-server/zidane/server/agent/tools"
@@ -121,6 +122,18 @@ type HostCall struct {
 	Origin Origin
 	// Call is the model's call.
 	Call provider.ToolCall
+	// Agent is the run's agent definition (nil: none narrows): its approval mode and sandbox
+	// policy narrow the session's (defs.Agent.Narrow).
+	Agent *defs.Agent
+}
+
+// mode is the approval mode a call runs under: the session's, narrowed by the run's agent.
+func (tc HostCall) mode(session string) string {
+	if tc.Agent == nil {
+		return session
+	}
+	m, _ := tc.Agent.Narrow(session, "")
+	return m
 }
 
 // HostResult is a call's result.
@@ -198,6 +211,7 @@ func (h *ToolHost) gateAndRun(ctx context.Context, tc HostCall, tool tools.Tool,
 		if err != nil {
 			return &tools.Result{Content: "The session's approval mode could not be read (" + err.Error() + "); the call did not run. Try again.", IsError: true}
 		}
+		mode = tc.mode(mode)
 		if mode == store.ModeLocked {
 			return lockedResult(tc.Call.Name)
 		}
@@ -225,7 +239,7 @@ func (h *ToolHost) gateAndRun(ctx context.Context, tc HostCall, tool tools.Tool,
 			}
 			// Checked again at use: the mode may have been locked, and the path or folder may
 			// have changed while the request waited (runtime cases R19, R24).
-			if mode, err := h.Store.ApprovalMode(ctx, tc.Session.ID); err != nil || mode == store.ModeLocked {
+			if mode, err := h.Store.ApprovalMode(ctx, tc.Session.ID); err != nil || tc.mode(mode) == store.ModeLocked {
 				if err != nil {
 					return &tools.Result{Content: "The session's approval mode could not be read; the call did not run.", IsError: true}
 				}
@@ -330,6 +344,13 @@ func (h *ToolHost) env(tc HostCall) *tools.Env {
 		},
 		SetPlan: func(ctx context.Context, explanation string, steps []tools.PlanStep) error {
 			return h.SetPlan(ctx, tc.Session.ID, tc.RunID, tc.Origin, explanation, steps)
+		},
+		NarrowSandbox: func(policy string) string {
+			if tc.Agent == nil {
+				return policy
+			}
+			_, p := tc.Agent.Narrow("", policy)
+			return p
 		},
 	}
 }

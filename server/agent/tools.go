@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/zidane-server/zidane/server/agent/defs"
 	"github.com/zidane-server/zidane/server/agent/provider"
 	"github.com/zidane-server/zidane/server/agent/provider/scripted"
 	"github.com/zidane-server/zidane/server/store"
@@ -21,6 +22,8 @@ type ToolCall struct {
 	Origin Origin
 	// Call is the model's call: id, tool name and arguments (a JSON object).
 	Call provider.ToolCall
+	// Agent is the run's agent definition; it narrows the session's approval mode and sandbox.
+	Agent *defs.Agent
 }
 
 // ToolResult is what a tool call gave back to the model.
@@ -76,7 +79,7 @@ func (h HostTools) Tools(store.Session) []provider.Tool { return h.Host.Specs() 
 
 // Run implements ToolRunner.
 func (h HostTools) Run(ctx context.Context, c ToolCall) ToolResult {
-	res := h.Host.Do(ctx, HostCall{Session: c.Session, RunID: c.RunID, TurnID: c.TurnID, Origin: c.Origin, Call: c.Call})
+	res := h.Host.Do(ctx, HostCall{Session: c.Session, RunID: c.RunID, TurnID: c.TurnID, Origin: c.Origin, Call: c.Call, Agent: c.Agent})
 	return ToolResult{Text: res.Text, IsError: res.IsError, Diff: res.Diff, Sandbox: res.Sandbox}
 }
 

@@ -342,6 +342,12 @@ func (s *Store) SetSessionModel(ctx context.Context, id, model string) (Session,
 	return s.updateSession(ctx, "set session model", id, `model = $2`, model)
 }
 
+// SetSessionAgent sets the session's agent (a name agents.list answers). ErrNotFound when the
+// session does not exist.
+func (s *Store) SetSessionAgent(ctx context.Context, id, agentID string) (Session, error) {
+	return s.updateSession(ctx, "set session agent", id, `agent_id = $2`, agentID)
+}
+
 // RenameSession sets the session's title and marks it as set by a person (a first prompt no
 // longer names it). ErrNotFound when the session does not exist.
 func (s *Store) RenameSession(ctx context.Context, id, title string) (Session, error) {

@@ -51,6 +51,9 @@ type LaunchRequest struct {
 	Roots []string
 	// SessionID names the session.
 	SessionID string
+	// Narrow, when set, maps the session's sandbox policy to the one the run's agent allows
+	// (issue 27: an agent definition only narrows, unless it is the server user's).
+	Narrow func(policy string) string
 }
 
 // Launcher prepares exec's command before it starts: the seam where the OS sandbox (issue 14:
@@ -124,7 +127,7 @@ func (Exec) Check(_ context.Context, env *Env, input json.RawMessage) (*Call, er
 		return nil, err
 	}
 	if lc, ok := env.cfg().Launcher.(LaunchChecker); ok {
-		if err := lc.CheckLaunch(LaunchRequest{Command: in.Command, Dir: dir, Roots: env.WS.Roots(), SessionID: env.SessionID}); err != nil {
+		if err := lc.CheckLaunch(LaunchRequest{Command: in.Command, Dir: dir, Roots: env.WS.Roots(), SessionID: env.SessionID, Narrow: env.NarrowSandbox}); err != nil {
 			return nil, failf("exec: the command did not run: %v", err)
 		}
 	}
@@ -167,7 +170,7 @@ func (Exec) Run(ctx context.Context, env *Env, input json.RawMessage) (*Result, 
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	var launched Launched
 	if cfg.Launcher != nil {
-		if launched, err = cfg.Launcher.Prepare(cmd, LaunchRequest{Command: in.Command, Dir: dir, Roots: env.WS.Roots(), SessionID: env.SessionID}); err != nil {
+		if launched, err = cfg.Launcher.Prepare(cmd, LaunchRequest{Command: in.Command, Dir: dir, Roots: env.WS.Roots(), SessionID: env.SessionID, Narrow: env.NarrowSandbox}); err != nil {
 			pw.Close()
 			return &Result{Content: fmt.Sprintf("exec: the command did not run: %v", err), IsError: true, Sandbox: launched.Sandbox}, nil
 		}

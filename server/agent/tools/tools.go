@@ -161,6 +161,9 @@ type Env struct {
 	Ask func(ctx context.Context, q Question) (*Answer, error)
 	// SetPlan replaces the session's plan. Nil: update_plan fails.
 	SetPlan func(ctx context.Context, explanation string, steps []PlanStep) error
+	// NarrowSandbox, when set, maps the session's sandbox policy to the run's agent's (exec's
+	// LaunchRequest.Narrow).
+	NarrowSandbox func(policy string) string
 }
 
 // Config holds the tools' limits. Zero fields take the defaults of Defaults.

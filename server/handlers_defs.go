@@ -1,0 +1,243 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/zidane-server/zidane/protocol"
+	"github.com/zidane-server/zidane/server/agent"
+	"github.com/zidane-server/zidane/server/agent/defs"
+	"github.com/zidane-server/zidane/server/store"
+)
+
+// The agents, skills and commands groups (issue 27 items 1–3): the definitions of a project,
+// read by the runtime from its .zidane/ folders and the server user's.
+
+type (
+	agentsHandler   struct{ s *Server }
+	skillsHandler   struct{ s *Server }
+	commandsHandler struct{ s *Server }
+)
+
+// Agents returns the agents group's handler.
+func (h *handlers) Agents() protocol.AgentsHandler { return agentsHandler{h.s} }
+
+// Skills returns the skills group's handler.
+func (h *handlers) Skills() protocol.SkillsHandler { return skillsHandler{h.s} }
+
+// Commands returns the commands group's handler.
+func (h *handlers) Commands() protocol.CommandsHandler { return commandsHandler{h.s} }
+
+// definitions reads the definitions of cwd's project ('' or nil: the first root).
+func (s *Server) definitions(cwd *string) (*defs.Set, error) {
+	c := ""
+	if cwd != nil {
+		c = *cwd
+	}
+	root, _, err := s.resolveCwd(c)
+	if err != nil {
+		return nil, err
+	}
+	return s.runs.Definitions(root), nil
+}
+
+func problemsOut(ps []defs.Problem) []protocol.DefinitionProblem {
+	out := make([]protocol.DefinitionProblem, 0, len(ps))
+	for _, p := range ps {
+		out = append(out, protocol.DefinitionProblem{Path: p.Path, Message: p.Message})
+	}
+	return out
+}
+
+func agentOut(a defs.Agent, withPrompt bool) protocol.AgentInfo {
+	out := protocol.AgentInfo{ID: a.Name, Description: a.Description, Origin: protocol.DefinitionOrigin(a.Origin),
+		Path: optString(a.Path), Model: optString(a.Model), AllTools: a.AllTools, Tools: append([]string{}, a.Tools...),
+		ApprovalMode: optString(a.ApprovalMode), Sandbox: optString(a.Sandbox), Problems: append([]string{}, a.Problems...)}
+	if withPrompt {
+		out.Prompt = &a.Prompt
+	}
+	return out
+}
+
+// List implements agents.list.
+func (h agentsHandler) List(ctx context.Context, p *protocol.AgentsListParams) (*protocol.AgentsListResult, error) {
+	cwd := p.Cwd
+	var mode, policy string
+	if p.SessionID != nil {
+		x, err := h.s.cachedSession(ctx, *p.SessionID, "List the sessions with sessions.list.")
+		if err != nil {
+			return nil, err
+		}
+		cwd = &x.Cwd
+		if mode, err = h.s.store.ApprovalMode(ctx, x.ID); err != nil {
+			return nil, storeErr(err, "")
+		}
+		pol, _, err := h.s.sessionPolicy(ctx, x.ID)
+		if err != nil {
+			return nil, storeErr(err, "")
+		}
+		policy = string(pol)
+	}
+	set, err := h.s.definitions(cwd)
+	if err != nil {
+		return nil, err
+	}
+	res := &protocol.AgentsListResult{Problems: problemsOut(set.Problems)}
+	for _, a := range set.Agents {
+		out := agentOut(a, false)
+		if p.SessionID != nil {
+			out.Problems = append(out.Problems, a.Loosens(mode, policy)...)
+		} else {
+			out.Problems = append(out.Problems, a.Loosens(store.ModeAsk, string(h.s.cfg.Sandbox.Default))...)
+		}
+		res.Agents = append(res.Agents, out)
+	}
+	return res, nil
+}
+
+// unknownDef is the InvalidParams answer for a name that names no definition.
+func unknownDef(kind, name, list, pointer string, names []string) error {
+	return protocol.NewInvalidParamsError(fmt.Sprintf("params%s: there is no %s %q here; %s lists them (%s).", pointer, kind, name, list, strings.Join(names, ", ")),
+		&protocol.InvalidParamsErrorData{Pointer: pointer})
+}
+
+func agentNames(set *defs.Set) []string {
+	var n []string
+	for _, a := range set.Agents {
+		n = append(n, a.Name)
+	}
+	return n
+}
+
+// Get implements agents.get.
+func (h agentsHandler) Get(ctx context.Context, p *protocol.AgentsGetParams) (*protocol.AgentInfo, error) {
+	set, err := h.s.definitions(p.Cwd)
+	if err != nil {
+		return nil, err
+	}
+	a, ok := set.Agent(p.AgentID)
+	if !ok {
+		return nil, unknownDef("agent", p.AgentID, "agents.list", "/agentId", agentNames(set))
+	}
+	out := agentOut(*a, true)
+	out.Problems = append(out.Problems, a.Loosens(store.ModeAsk, string(h.s.cfg.Sandbox.Default))...)
+	return &out, nil
+}
+
+// SetAgent implements sessions.setAgent.
+func (h sessionsHandler) SetAgent(ctx context.Context, p *protocol.SessionsSetAgentParams) (*protocol.Session, error) {
+	x, err := h.s.cachedSession(ctx, p.SessionID, "List the sessions with sessions.list.")
+	if err != nil {
+		return nil, err
+	}
+	set := h.s.runs.Definitions(x.ProjectRoot)
+	if _, ok := set.Agent(p.AgentID); !ok {
+		return nil, unknownDef("agent", p.AgentID, "agents.list", "/agentId", agentNames(set))
+	}
+	x, err = h.s.store.SetSessionAgent(ctx, p.SessionID, p.AgentID)
+	return h.s.sessionDone(p.SessionID, x, err, "params/agentId")
+}
+
+func skillOut(sk defs.Skill) protocol.SkillInfo {
+	return protocol.SkillInfo{Name: sk.Name, Description: sk.Description, AllowedTools: sk.AllowedTools, Origin: protocol.DefinitionOrigin(sk.Origin), Path: sk.Path}
+}
+
+// List implements skills.list.
+func (h skillsHandler) List(ctx context.Context, p *protocol.SkillsListParams) (*protocol.SkillsListResult, error) {
+	set, err := h.s.definitions(p.Cwd)
+	if err != nil {
+		return nil, err
+	}
+	res := &protocol.SkillsListResult{Problems: problemsOut(set.Problems)}
+	for _, sk := range set.Skills {
+		res.Skills = append(res.Skills, skillOut(sk))
+	}
+	return res, nil
+}
+
+// Get implements skills.get.
+func (h skillsHandler) Get(ctx context.Context, p *protocol.SkillsGetParams) (*protocol.SkillsGetResult, error) {
+	set, err := h.s.definitions(p.Cwd)
+	if err != nil {
+		return nil, err
+	}
+	sk, ok := set.Skill(p.Name)
+	if !ok {
+		var names []string
+		for _, s := range set.Skills {
+			names = append(names, s.Name)
+		}
+		return nil, unknownDef("skill", p.Name, "skills.list", "/name", names)
+	}
+	body, err := sk.Body()
+	if err != nil {
+		return nil, protocol.NewHandlerFailedError(fmt.Sprintf("The skill %q could not be read: %v", sk.Name, err))
+	}
+	files, _, err := sk.Files()
+	if err != nil {
+		return nil, protocol.NewHandlerFailedError(fmt.Sprintf("The skill %q's files could not be listed: %v", sk.Name, err))
+	}
+	return &protocol.SkillsGetResult{Skill: skillOut(*sk), Body: body, Files: files}, nil
+}
+
+// List implements commands.list.
+func (h commandsHandler) List(ctx context.Context, p *protocol.CommandsListParams) (*protocol.CommandsListResult, error) {
+	set, err := h.s.definitions(p.Cwd)
+	if err != nil {
+		return nil, err
+	}
+	res := &protocol.CommandsListResult{Problems: problemsOut(set.Problems)}
+	for _, c := range set.Commands {
+		res.Commands = append(res.Commands, protocol.CommandInfo{Name: c.Name, Description: c.Description, ArgumentHint: optString(c.ArgumentHint),
+			Kind: protocol.CommandInfoKind(c.Kind), Agent: optString(c.Agent), Model: optString(c.Model), Origin: protocol.DefinitionOrigin(c.Origin), Path: optString(c.Path)})
+	}
+	return res, nil
+}
+
+// commandPrompt builds a chat.send's prompt: the text as sent, or a command's template filled
+// with its arguments; x comes back with the command's agent and model applied for this run only.
+func (s *Server) commandPrompt(ctx context.Context, x store.Session, p *protocol.ChatSendParams) (store.Session, agent.Prompt, error) {
+	if p.Command == nil {
+		if p.Prompt == nil {
+			return x, agent.Prompt{}, protocol.NewInvalidParamsError("params: send a prompt, or a command (commands.list) with its arguments.", &protocol.InvalidParamsErrorData{Pointer: "/prompt"})
+		}
+		return x, agent.Prompt{Text: *p.Prompt}, nil
+	}
+	set := s.runs.Definitions(x.ProjectRoot)
+	c, ok := set.Command(*p.Command)
+	if !ok {
+		var names []string
+		for _, c := range set.Commands {
+			names = append(names, c.Name)
+		}
+		return x, agent.Prompt{}, unknownDef("command", *p.Command, "commands.list", "/command", names)
+	}
+	args := ""
+	if p.Arguments != nil {
+		args = *p.Arguments
+	}
+	text, err := c.Expand(args)
+	if err != nil {
+		return x, agent.Prompt{}, protocol.NewInvalidParamsError("params/"+err.Error()+": close it, or escape it with a backslash.", &protocol.InvalidParamsErrorData{Pointer: "/arguments"})
+	}
+	if text == "" {
+		return x, agent.Prompt{}, protocol.NewInvalidParamsError(fmt.Sprintf("params/command: %q makes an empty prompt with these arguments.", c.Name), &protocol.InvalidParamsErrorData{Pointer: "/command"})
+	}
+	if len(text) > 1<<20 {
+		return x, agent.Prompt{}, protocol.NewInvalidParamsError(fmt.Sprintf("params/arguments: %q makes a prompt of %d bytes, over the 1 MiB a prompt may have.", c.Name, len(text)), &protocol.InvalidParamsErrorData{Pointer: "/arguments"})
+	}
+	if c.Agent != "" {
+		if _, ok := set.Agent(c.Agent); !ok {
+			return x, agent.Prompt{}, protocol.NewHandlerFailedError(fmt.Sprintf("The command %q names the agent %q, which is not defined (agents.list shows the agents); fix %s.", c.Name, c.Agent, c.Path))
+		}
+		x.AgentID = c.Agent
+	}
+	if c.Model != "" {
+		if _, _, err := s.runs.Models().Resolve(ctx, c.Model); err != nil {
+			return x, agent.Prompt{}, protocol.NewHandlerFailedError(fmt.Sprintf("The command %q names the model %q: %v; fix %s.", c.Name, c.Model, err, c.Path))
+		}
+		x.Model = c.Model
+	}
+	return x, agent.Prompt{Text: text, Command: c.Name, Arguments: args}, nil
+}
