@@ -741,3 +741,39 @@ func TestClientCase_C19_ReloadPagesWhenTooLarge(t *testing.T) {
 	assert.Equal(t, []string{"1", "2", "3", "4"}, texts)
 	assert.True(t, reload.Exact)
 }
+
+// TestClientSessionResetReloads (issue 28): a session:reset (a rollback, a restore, a
+// compaction) reloads the followed session through sessions.loadEvents, and the signals after
+// the snapshot's watermark continue it; the transcript ends as the snapshot plus them.
+func TestClientSessionResetReloads(t *testing.T) {
+	r := newRig(t, nil)
+	conn := r.connected(t)
+	r.follow(t, conn, "A")
+	conn.push(md("A", 1, "dropped"))
+	r.k.waitSeqs(t, "A", 1)
+	conn.push(`{"kind":"session:reset","sessionId":"A","reason":"rollback","$seq":2}`)
+	req := conn.req(t)
+	require.Equal(t, "sessions.loadEvents", req.Method)
+	conn.push(md("A", 3, "after"))
+	conn.answer(req.ID, `{"events":[{"kind":"user-prompt","text":"kept","turnId":"u"}],"start":0,"exact":true,"$seq":2,"signalEpoch":"epoch-1"}`)
+	require.Eventually(t, func() bool {
+		for _, ev := range r.k.all() {
+			if ev.Seq == 3 {
+				return true
+			}
+		}
+		return false
+	}, 5*time.Second, time.Millisecond)
+	tr := NewTranscript("A")
+	var reasons []string
+	for _, ev := range r.k.all() {
+		tr.Apply(ev)
+		if ev.Reload != nil {
+			reasons = append(reasons, ev.Reload.Reason)
+			assert.True(t, ev.Reload.Exact)
+		}
+	}
+	assert.Equal(t, []string{"reset"}, reasons)
+	b, _ := json.Marshal(tr.Events())
+	assert.JSONEq(t, `[{"kind":"user-prompt","text":"kept","turnId":"u"},{"kind":"markdown","text":"after","streaming":false,"turnId":"t1"}]`, string(b))
+}

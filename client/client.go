@@ -241,8 +241,10 @@ type Reload struct {
 	// SessionID is the session reloaded.
 	SessionID string
 	// Reason is why: "epoch" (the server restarted), "gap" (its replay log dropped signals the
-	// client missed), "cursor" (the client had no $seq to resume from), or "refresh" (the run
-	// that was streaming during an earlier reload ended; this copy is exact).
+	// client missed), "cursor" (the client had no $seq to resume from), "refresh" (the run
+	// that was streaming during an earlier reload ended; this copy is exact), or "reset" (a
+	// session:reset said the transcript changed other than by appending: a rollback, a
+	// restore, a compaction).
 	Reason string
 	// Events is the whole transcript, as sessions.loadEvents answers it.
 	Events []protocol.StreamEvent

@@ -55,6 +55,17 @@ func (c *Client) onLive(w *wire, ev SignalEvent) {
 // refresh reload at run:end when one is due.
 func (c *Client) applyLocked(f *follow, ev SignalEvent) {
 	c.enqueueLocked(ev)
+	if _, reset := ev.Signal.(*protocol.SessionResetSignal); reset {
+		// The transcript changed other than by appending (a rollback, a restore, a compaction):
+		// what was shown is reloaded (issue 28).
+		f.refresh = false
+		f.reload = "reset"
+		f.syncedGen = 0
+		if c.cur != nil {
+			c.startSyncLocked(f, c.cur)
+		}
+		return
+	}
 	if _, end := ev.Signal.(*protocol.RunEndSignal); end && f.refresh {
 		f.refresh = false
 		f.reload = "refresh"

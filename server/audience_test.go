@@ -112,6 +112,7 @@ var pinnedAudiences = map[string]audience{
 	"interaction:resolved": {chatAndAdmin, protocol.DeliveryAll, true},
 	"plans:snapshot":       {chatAndAdmin, protocol.DeliveryAll, true},
 	"queue:changed":        {chatAndAdmin, protocol.DeliveryAll, true},
+	"session:reset":        {chatAndAdmin, protocol.DeliveryAll, true},
 	"git:refs":             {chatAndAdmin, protocol.DeliveryWatchers, false},
 	"git:clone:progress":   {chatAndAdmin, protocol.DeliveryOrigin, false},
 	"workspace:exec:data":  {[]protocol.Scope{protocol.ScopeAdmin}, protocol.DeliveryOrigin, false},

@@ -92,6 +92,8 @@ func TestRuntimeCase_R14_TrimThroughTheOpenAIFake(t *testing.T) {
 	e.L.Write(t, "b.txt", "B\n")
 	c := e.dial()
 	c.hello()
+	// Trimming, not compaction (TestHistoryAutoCompact): the setting off.
+	e.dialAs(e.mint("admin")).result("settings.set", `{"settings":{"autoCompact":false}}`)
 	sid := c.newSession()
 	c.result("sessions.setModel", fmt.Sprintf(`{"sessionId":%q,"model":"openai/m"}`, sid))
 

@@ -148,6 +148,9 @@ type Config struct {
 	// ApprovalTimeout is how long a tool approval request waits before it expires as a denial;
 	// default agent.DefaultApprovalTimeout (30 min).
 	ApprovalTimeout time.Duration
+	// RestoreWindow is how long history.restore can bring back what history.rollback dropped,
+	// across restarts; default DefaultRestoreWindow (7 days).
+	RestoreWindow time.Duration
 	// Tools holds the agent tools' limits and exec's Launcher (where the OS sandbox plugs in).
 	Tools tools.Config
 	// MCPUserFile is the server user's mcps.json (issue 23); "" is ~/.zidane/mcps.json, "-" none.
@@ -333,6 +336,10 @@ func New(ctx context.Context, cfg Config, st *store.Store) (*Server, error) {
 		MaxMessageBytes: int(cfg.Limits.MaxMessageBytes), StepDelay: cfg.StepDelay,
 		Models: cfg.Models, SystemPrompt: cfg.SystemPrompt, Limits: cfg.RunLimits, DefsHome: cfg.UserHome,
 		Tools: agent.HostTools{Host: s.tools}, Workspace: ws,
+		AutoCompact: func(ctx context.Context) bool {
+			set, err := s.loadSettings(ctx)
+			return err != nil || set.AutoCompact == nil || *set.AutoCompact
+		},
 	})
 	if err != nil {
 		stop()

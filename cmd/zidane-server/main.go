@@ -242,7 +242,7 @@ func startCmd() *cobra.Command {
 	var tokenRecheck time.Duration
 	var model, configPath string
 	var limitFlags agent.Limits
-	var approvalTimeout time.Duration
+	var approvalTimeout, restoreWindow time.Duration
 	var allowHomeRoot bool
 	var pgSupervise store.SuperviseOptions
 	var natsURL, natsStream string
@@ -335,7 +335,7 @@ func startCmd() *cobra.Command {
 			self, cli := binaries()
 			cfg := server.Config{WorkspaceRoots: roots, AllowedOrigins: origins, AllowedHosts: allowedHosts, TokenRecheck: tokenRecheck, DataDir: db.dataDir, StepDelay: stepDelay, Logger: log, Limits: limits, Binary: absBinary(self),
 				AllowClone: allowClone, CloneSchemes: cloneSchemes, ProjectTerminals: projectTerminals, AllowCreateFolders: allowCreateFolders,
-				ApprovalTimeout: approvalTimeout, Models: models, SystemPrompt: systemPrompt, RunLimits: runLimits, Sandbox: sb,
+				ApprovalTimeout: approvalTimeout, RestoreWindow: restoreWindow, Models: models, SystemPrompt: systemPrompt, RunLimits: runLimits, Sandbox: sb,
 				ViaMakeRun: os.Getenv(server.MakeRunEnv) == "1", MakeArgs: os.Getenv(server.MakeArgsEnv)}
 			if home, err := os.UserHomeDir(); err == nil {
 				cfg.UserHome = home // ~/.zidane/agents, skills and commands (issue 27)
@@ -461,6 +461,7 @@ func startCmd() *cobra.Command {
 	cmd.Flags().IntVar(&pgSupervise.MaxRestarts, "managed-postgres-restarts", store.DefaultMaxRestarts, "restarts of the managed Postgres in a row that may fail before the server exits with status 1 (see docs/security.md)")
 	cmd.Flags().DurationVar(&pgSupervise.Backoff, "managed-postgres-backoff", store.DefaultRestartBackoff, "wait before restarting the managed Postgres after it exited; doubles per restart up to 30s")
 	cmd.Flags().DurationVar(&approvalTimeout, "approval-timeout", 30*time.Minute, "how long a tool approval request waits for an answer before it expires as a denial")
+	cmd.Flags().DurationVar(&restoreWindow, "restore-window", server.DefaultRestoreWindow, "how long history.restore can bring back the exchanges history.rollback dropped (kept in the database, across restarts)")
 	cmd.Flags().StringVar(&sbDefault, "sandbox", string(sandbox.WorkspaceWrite), "default sandbox policy of the agent's commands: workspace-write, workspace-write+network, read-only, or off (needs --sandbox-allow-off); an admin token changes it per session (sessions.setSandbox)")
 	cmd.Flags().BoolVar(&sb.AllowOff, "sandbox-allow-off", false, "allow the off policy (commands run without a sandbox, with the server's user's rights) as default or per session")
 	cmd.Flags().Uint64Var(&sb.Limits.CPUSeconds, "sandbox-cpu-seconds", sandbox.DefaultLimits.CPUSeconds, "CPU seconds per process of a sandboxed command (RLIMIT_CPU)")

@@ -928,3 +928,27 @@ test('setPresence: sent as a notification when offered, declared again on every 
   await realDelay(50)
   assert.equal(fs.requests('presence.set').length, 3)
 })
+
+test('session:reset (issue 28) reloads the followed session through sessions.loadEvents, and the signals after it continue the snapshot', async (t) => {
+  const { fs, cp } = await rig(t)
+  const c = mk(cp.url, { reconnect: { initialMs: 5, maxMs: 10 } })
+  t.after(() => c.close())
+  const got: number[] = []
+  const resyncs: string[] = []
+  c.onSignal((s) => got.push(s.$seq!))
+  c.onResync((r) => resyncs.push(`${r.reason}:${r.page.events.length}`))
+  await c.ready
+  c.follow(A, { fresh: true })
+  fs.pushAll(md(A, 1))
+  fs.pushAll(md(A, 2))
+  await until(() => got.length === 2)
+  fs.handlers['sessions.loadEvents'] = (req) => {
+    req.conn.push(md(A, 4)) // after the reload's watermark
+    return { events: [{ kind: 'user-prompt', text: 'kept', turnId: 'u' }], start: 0, exact: true, $seq: 3, signalEpoch: 'E1' }
+  }
+  fs.pushAll({ kind: 'session:reset', sessionId: A, reason: 'rollback', $seq: 3 })
+  await until(() => got.includes(4))
+  assert.deepEqual(resyncs, ['reset:1'])
+  assert.deepEqual(got, [1, 2, 3, 4])
+  assert.equal(c.cursor(A)?.seq, 4)
+})

@@ -111,6 +111,8 @@ function describeEvent(e: StreamEvent): string {
       return `summary ${e.runSummary.turns} turns`
     case 'error':
       return `error ${e.message}`
+    case 'compaction':
+      return `compaction of ${e.exchanges} exchanges`
     default: {
       const unknownKind: never = e
       return `unknown ${(unknownKind as { kind: string }).kind}`
@@ -157,6 +159,8 @@ function describeSignal(s: Signal): string {
       return `progress ${s.runId} ${s.tokens}`
     case 'session:updated':
       return `session ${s.sessionId} ${s.deleted ? 'deleted' : s.session?.title ?? ''}`
+    case 'session:reset':
+      return `reset ${s.sessionId} ${s.reason}`
     case 'draft:changed':
     case 'prefs:changed':
     case 'settings:changed':

@@ -88,6 +88,10 @@ type Config struct {
 	// Retry is the retry policy for provider errors before the first token; zero MaxRetries and
 	// BaseDelay: provider.DefaultRetry.
 	Retry provider.RetryPolicy
+	// AutoCompact, when set and true, has a run compact the older exchanges into a summary when
+	// a turn would otherwise leave them out to fit the context window (the autoCompact setting;
+	// issue 28). Nil: never.
+	AutoCompact func(context.Context) bool
 }
 
 // Refusal is an error a client can act on: Message says what happened and what to do. The
@@ -124,6 +128,8 @@ type Runtime struct {
 	// deleting holds the sessions DeleteSession is deleting (true) or deleted (false; ids are
 	// never reused, bounded like the server's session cache): Start refuses them.
 	deleting map[string]bool
+	// rewriting holds the sessions a Reset or Compact is changing: Start refuses them.
+	rewriting map[string]bool
 
 	content sync.Map // session id → *sync.Mutex: see contentLock
 }
@@ -212,6 +218,10 @@ func (r *Runtime) StartPrompt(ctx context.Context, x store.Session, p Prompt, or
 			return "", nil, &Refusal{fmt.Sprintf("Session %q is being deleted.", x.ID)}
 		}
 		return "", nil, fmt.Errorf("session %s: %w", x.ID, store.ErrNotFound)
+	}
+	if r.rewriting[x.ID] {
+		r.mu.Unlock()
+		return "", nil, &Refusal{fmt.Sprintf("Session %q is being rolled back, restored or compacted; send the prompt again once that call answers.", x.ID)}
 	}
 	runCtx, cancel := context.WithCancel(r.base)
 	ru := &run{id: uuid.NewString(), sessionID: x.ID, prompt: prompt, command: p.Command, arguments: p.Arguments, session: x, origin: origin, ctx: runCtx, cancel: cancel}
@@ -611,8 +621,10 @@ func (r *Runtime) closeBlock(sessionID string) {
 // the prompt as sent even when the transcript holds a replacement (Runtime.fit).
 func (r *Runtime) loadConversation(ctx context.Context, sessionID string, prompt protocol.StreamEvent, start *runStart) error {
 	return r.conv.load(ctx, sessionID, func(ctx context.Context) ([]protocol.StreamEvent, error) {
-		if err := r.writer.wait(ctx, start); err != nil {
-			return nil, err // refused: its prompt is not the store's last event, and nothing is cached
+		if start != nil {
+			if err := r.writer.wait(ctx, start); err != nil {
+				return nil, err // refused: its prompt is not the store's last event, and nothing is cached
+			}
 		}
 		if err := r.writer.flush(ctx); err != nil {
 			return nil, err
@@ -733,6 +745,9 @@ func summaryLine(s protocol.RunSummary) string {
 	line := fmt.Sprintf("%s · %s · ↻%d · ↑%d ↓%d · %.0f tk/s", s.ModelID, d, s.Turns, s.TokensIn, s.TokensOut, s.TokensPerSecond)
 	if s.Unreported != nil && *s.Unreported {
 		line += " · usage not reported"
+	}
+	if s.CompactedExchanges != nil {
+		line += fmt.Sprintf(" · %d exchange(s) compacted into a summary", *s.CompactedExchanges)
 	}
 	if s.DroppedExchanges != nil {
 		line += fmt.Sprintf(" · %d oldest exchange(s) left out to fit the context", *s.DroppedExchanges)

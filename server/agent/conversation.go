@@ -140,13 +140,35 @@ func (cs *conversations) history(sessionID string) countedHistory {
 	}
 	c.used = time.Now()
 	k := len(c.events) - 1
+	comp := -1 // the last compaction after the cached prefix
+	for i := k; i >= c.histN; i-- {
+		if _, ok := c.events[i].(*protocol.CompactionEvent); ok {
+			comp = i
+			break
+		}
+	}
 	for k > c.histN {
 		if _, ok := c.events[k].(*protocol.UserPromptEvent); ok {
 			break
 		}
 		k--
 	}
+	if comp >= k || (comp >= 0 && k <= c.histN) {
+		// A compaction in the last exchange replaces what came before it, the cached prefix
+		// too: the history is built whole until the next prompt.
+		evs := c.events
+		if c.openKind != "" {
+			evs = append(append(make([]protocol.StreamEvent, 0, len(evs)+1), evs...), blockEvent(c.openKind, c.openTurn, c.openText.String()))
+		}
+		var out countedHistory
+		out.add(historyFrom(evs)...)
+		cs.mu.Unlock()
+		return out
+	}
 	if k > c.histN {
+		if comp >= 0 { // a compaction in the new prefix replaces the cached one
+			c.hist, c.histN = countedHistory{}, 0
+		}
 		c.hist.add(historyPrefix(c.events[c.histN:k])...)
 		c.histN = k
 	}

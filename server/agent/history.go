@@ -107,6 +107,19 @@ func buildHistory(events []protocol.StreamEvent, prefix bool) []provider.Message
 			out = append(out, provider.Message{Role: provider.RoleTool, ToolCallID: e.CallID, ToolName: e.Tool, Text: e.Text, IsError: e.IsError != nil && *e.IsError})
 		case *protocol.ErrorEvent:
 			failed = true
+		case *protocol.CompactionEvent:
+			// The summary stands in for every exchange before the one the compaction is in,
+			// which stays as it is.
+			closeCalls()
+			var kept []provider.Message
+			if exchangeStart >= 0 {
+				kept = append(kept, out[exchangeStart:]...)
+			}
+			out = append(out[:0], compactionMessage(e))
+			if exchangeStart >= 0 {
+				exchangeStart = len(out)
+			}
+			out = append(out, kept...)
 		}
 	}
 	if prefix {
@@ -115,6 +128,15 @@ func buildHistory(events []protocol.StreamEvent, prefix bool) []provider.Message
 		closeCalls()
 	}
 	return out
+}
+
+// compactionPrefix opens the user message a compaction's summary is sent as.
+const compactionPrefix = "Summary of the conversation so far (it stands in for the earlier exchanges, which are no longer sent):\n\n"
+
+// compactionMessage is the message a compaction's summary is sent as: a user message, first in
+// the history.
+func compactionMessage(e *protocol.CompactionEvent) provider.Message {
+	return provider.Message{Role: provider.RoleUser, Text: compactionPrefix + e.Text}
 }
 
 func hasCall(calls []provider.ToolCall, id string) bool {

@@ -181,6 +181,17 @@ func (r *Runtime) runModel(ctx context.Context, ru *run) (protocol.RunSummary, s
 			reserve := answerReserve(w, lim.MaxOutputTokens)
 			fixed := textTokens(system) + toolsTokens(tools)
 			kept, keptTokens, dropped, ok := hist.trim(w - reserve - fixed)
+			if dropped > 0 {
+				if n := r.autoCompact(ctx, ru, prov, model, hist); n > 0 {
+					c := n
+					if sum.CompactedExchanges != nil {
+						c += *sum.CompactedExchanges
+					}
+					sum.CompactedExchanges = &c
+					hist = r.conv.history(ru.sessionID)
+					kept, keptTokens, dropped, ok = hist.trim(w - reserve - fixed)
+				}
+			}
 			if !ok {
 				return r.summary(sum, streamed, unreported), lastTurn, &runError{fmt.Sprintf("Context too long: the newest exchange alone does not fit %s's context window of %d tokens (with %d reserved for the answer). Start a new session, or pick a model with a larger window.", model.ID, w, reserve)}
 			}

@@ -213,12 +213,18 @@ func (w *transcriptWriter) row(sessionID string, ev protocol.StreamEvent) (store
 		w.log.Error("encode event", "err", err)
 		return store.EventRow{}, false
 	}
-	turn := ""
+	turn, doc := "", ""
 	switch e := ev.(type) { // a streamed block's turn without decoding its megabytes again
 	case *protocol.MarkdownEvent:
-		turn = e.TurnID
+		turn, doc = e.TurnID, e.Text
 	case *protocol.ThinkingEvent:
 		turn = e.TurnID
+	case *protocol.UserPromptEvent:
+		turn, doc = e.TurnID, e.Text
+	case *protocol.ToolEvent:
+		turn, doc = e.TurnID, e.Text
+	case *protocol.ToolResultEvent:
+		turn, doc = e.TurnID, e.Text
 	default:
 		var t struct {
 			TurnID string `json:"turnId"`
@@ -227,7 +233,12 @@ func (w *transcriptWriter) row(sessionID string, ev protocol.StreamEvent) (store
 			turn = t.TurnID
 		}
 	}
-	return store.EventRow{SessionID: sessionID, TurnID: turn, Kind: ev.StreamEventKind(), Body: body}, true
+	// The searchable text (search.sessions) is kept beside the event, cut to the store's bound
+	// here: a block's megabytes are not copied again.
+	if len(doc) > store.MaxDocBytes {
+		doc = store.SearchDoc(doc)
+	}
+	return store.EventRow{SessionID: sessionID, TurnID: turn, Kind: ev.StreamEventKind(), Body: body, Doc: doc}, true
 }
 
 func (w *transcriptWriter) queue(sessionID string, ev protocol.StreamEvent) {

@@ -46,11 +46,11 @@ func (s *Store) FlushTranscript(ctx context.Context, tb TranscriptBatch) (Sessio
 		return out, nil
 	}
 	const op = "flush transcript"
-	sess, turns, kinds, bodies, err := eventArrays(op, tb.Rows)
+	sess, turns, kinds, bodies, docs, err := eventArrays(op, tb.Rows)
 	if err != nil {
 		return out, err
 	}
-	osess, oturns, okinds, obodies, err := eventArrays(op, tb.Open)
+	osess, oturns, okinds, obodies, _, err := eventArrays(op, tb.Open)
 	if err != nil {
 		return out, err
 	}
@@ -99,7 +99,7 @@ func (s *Store) FlushTranscript(ctx context.Context, tb TranscriptBatch) (Sessio
 		// BEGIN and COMMIT — the fan-out figures of docs/benchmarks.md).
 		b := &pgx.Batch{}
 		if len(tb.Rows) > 0 {
-			b.Queue(`SELECT append_events($1, $2, $3, $4)`, sess, turns, kinds, bodies) // raises unless it appends every row
+			b.Queue(`SELECT append_events($1, $2, $3, $4, $5)`, sess, turns, kinds, bodies, docs) // raises unless it appends every row
 		}
 		if len(clear) > 0 {
 			b.Queue(`DELETE FROM open_blocks WHERE session_id = ANY($1)`, clear)
@@ -158,22 +158,22 @@ func parseIDs(op string, ids []string) ([]uuid.UUID, error) {
 	return out, nil
 }
 
-func eventArrays(op string, rows []EventRow) (sess []uuid.UUID, turns, kinds, bodies []string, err error) {
+func eventArrays(op string, rows []EventRow) (sess []uuid.UUID, turns, kinds, bodies, docs []string, err error) {
 	for i, r := range rows {
 		u, err := parseID(op, r.SessionID)
 		if err != nil {
-			return nil, nil, nil, nil, err
+			return nil, nil, nil, nil, nil, err
 		}
 		body := string(r.Body) // one copy per row: a streamed block's can be megabytes (field case T08)
 		for _, f := range []struct{ name, v string }{{"turn_id", r.TurnID}, {"kind", r.Kind}, {"body", body}} {
 			if err := checkText(f.name, f.v); err != nil {
-				return nil, nil, nil, nil, fmt.Errorf("%s: row %d: %w", op, i, err)
+				return nil, nil, nil, nil, nil, fmt.Errorf("%s: row %d: %w", op, i, err)
 			}
 		}
 		sess = append(sess, u)
-		turns, kinds, bodies = append(turns, r.TurnID), append(kinds, r.Kind), append(bodies, body)
+		turns, kinds, bodies, docs = append(turns, r.TurnID), append(kinds, r.Kind), append(bodies, body), append(docs, SearchDoc(r.Doc))
 	}
-	return sess, turns, kinds, bodies, nil
+	return sess, turns, kinds, bodies, docs, nil
 }
 
 // InterruptRunning ends the runs a killed process left behind, in one transaction: every session
@@ -202,7 +202,7 @@ func (s *Store) InterruptRunning(ctx context.Context, errorEvent func(sessionID 
 				}
 				ids = append(ids, id)
 				if body != nil {
-					batch = append(batch, EventRow{SessionID: id, TurnID: *turn, Kind: *kind, Body: []byte(*body)})
+					batch = append(batch, EventRow{SessionID: id, TurnID: *turn, Kind: *kind, Body: []byte(*body), Doc: DocOfBody(*kind, []byte(*body))})
 				}
 				batch = append(batch, errorEvent(id))
 			}
@@ -210,11 +210,11 @@ func (s *Store) InterruptRunning(ctx context.Context, errorEvent func(sessionID 
 				return err
 			}
 			if len(batch) > 0 {
-				sess, turns, kinds, bodies, err := eventArrays("interrupt running sessions", batch)
+				sess, turns, kinds, bodies, docs, err := eventArrays("interrupt running sessions", batch)
 				if err != nil {
 					return err
 				}
-				if _, err := tx.Exec(ctx, `SELECT append_events($1, $2, $3, $4)`, sess, turns, kinds, bodies); err != nil {
+				if _, err := tx.Exec(ctx, `SELECT append_events($1, $2, $3, $4, $5)`, sess, turns, kinds, bodies, docs); err != nil {
 					return err
 				}
 			}
@@ -410,7 +410,7 @@ func (s *Store) StartRun(ctx context.Context, sessionID string, rows []EventRow,
 	if err != nil {
 		return Session{}, err
 	}
-	sess, turns, kinds, bodies, err := eventArrays("start run", rows)
+	sess, turns, kinds, bodies, docs, err := eventArrays("start run", rows)
 	if err != nil {
 		return Session{}, err
 	}
@@ -423,7 +423,7 @@ func (s *Store) StartRun(ctx context.Context, sessionID string, rows []EventRow,
 		// aborts the rest and nothing is written.
 		b := &pgx.Batch{}
 		if len(rows) > 0 {
-			b.Queue(`SELECT append_events($1, $2, $3, $4)`, sess, turns, kinds, bodies)
+			b.Queue(`SELECT append_events($1, $2, $3, $4, $5)`, sess, turns, kinds, bodies, docs)
 		}
 		b.Queue(`UPDATE sessions SET status = 'running', updated_at = greatest(now(), updated_at),
 			        title = CASE WHEN NOT title_set AND $2 <> '' THEN $2 ELSE title END,

@@ -17,6 +17,9 @@ type EventRow struct {
 	TurnID    string // events of one turn share it
 	Kind      string // event kind, e.g. "message.delta"
 	Body      []byte // complete JSON of the event
+	// Doc is the event's searchable text (search.sessions; "" for none): a prompt's, an answer's
+	// or a tool result's text, a tool call's rendering. The store keeps SearchDoc(Doc).
+	Doc string
 }
 
 // Page is a slice of a session transcript made of whole turns.
@@ -42,13 +45,14 @@ func (s *Store) AppendEvents(ctx context.Context, rows []EventRow) error {
 	turns := make([]string, len(rows))
 	kinds := make([]string, len(rows))
 	bodies := make([]string, len(rows))
+	docs := make([]string, len(rows))
 	for i, r := range rows {
 		u, err := parseID("append events", r.SessionID)
 		if err != nil {
 			return err
 		}
 		sess[i] = u
-		turns[i], kinds[i], bodies[i] = r.TurnID, r.Kind, string(r.Body)
+		turns[i], kinds[i], bodies[i], docs[i] = r.TurnID, r.Kind, string(r.Body), SearchDoc(r.Doc)
 		for _, f := range []struct{ name, v string }{{"turn_id", turns[i]}, {"kind", kinds[i]}, {"body", bodies[i]}} {
 			if err := checkText(f.name, f.v); err != nil {
 				return fmt.Errorf("append events: row %d: %w", i, err)
@@ -57,7 +61,7 @@ func (s *Store) AppendEvents(ctx context.Context, rows []EventRow) error {
 	}
 	return s.withConn(ctx, "append events", func(ctx context.Context, c *pgxpool.Conn) error {
 		var n int
-		if err := c.QueryRow(ctx, `SELECT append_events($1, $2, $3, $4)`, sess, turns, kinds, bodies).Scan(&n); err != nil {
+		if err := c.QueryRow(ctx, `SELECT append_events($1, $2, $3, $4, $5)`, sess, turns, kinds, bodies, docs).Scan(&n); err != nil {
 			return err
 		}
 		if n != len(rows) {

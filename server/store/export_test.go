@@ -31,3 +31,6 @@ func (m *Managed) PGCtl(ctx context.Context, out *os.File, args ...string) error
 	cmd.Stdout, cmd.Stderr = out, out
 	return cmd.Run()
 }
+
+// SearchSQL is the statement of SearchSessions (trigram matching or not), for the plan test.
+var SearchSQL = searchSQL

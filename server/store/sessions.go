@@ -27,13 +27,15 @@ type Session struct {
 	// Version counts the row's writes (0 when created): of two snapshots of a session, the one
 	// with the larger Version is the later (migration 00050).
 	Version int64
+	// ForkedFrom is the session this one was forked from (history.fork); "" when none.
+	ForkedFrom string
 }
 
-const sessionCols = `id::text, title, project_root, cwd, agent_id, status, created_at, updated_at, archived, model, title_set, version`
+const sessionCols = `id::text, title, project_root, cwd, agent_id, status, created_at, updated_at, archived, model, title_set, version, coalesce(forked_from::text, '')`
 
 func scanSession(row pgx.Row) (Session, error) {
 	var x Session
-	err := row.Scan(&x.ID, &x.Title, &x.ProjectRoot, &x.Cwd, &x.AgentID, &x.Status, &x.CreatedAt, &x.UpdatedAt, &x.Archived, &x.Model, &x.TitleSet, &x.Version)
+	err := row.Scan(&x.ID, &x.Title, &x.ProjectRoot, &x.Cwd, &x.AgentID, &x.Status, &x.CreatedAt, &x.UpdatedAt, &x.Archived, &x.Model, &x.TitleSet, &x.Version, &x.ForkedFrom)
 	return x, err
 }
 

@@ -103,7 +103,8 @@ export interface SessionCursor {
  */
 export interface Resync {
   sessionId: string
-  reason: 'initial' | 'epoch' | 'gap' | 'error'
+  /** reset: a session:reset said the transcript changed other than by appending (a rollback, a restore, a compaction). */
+  reason: 'initial' | 'epoch' | 'gap' | 'error' | 'reset'
   page: SessionsLoadEventsResult
 }
 
@@ -188,6 +189,8 @@ interface Followed {
   reloadAtRunEnd: boolean
   /** Load the transcript at the next hello instead of resuming. */
   needLoad: boolean
+  /** A session:reset was applied while a load or resume ran: reload once it ends. */
+  needReset?: boolean
   onLoad?: ((error?: Error) => void) | undefined
 }
 
@@ -640,6 +643,14 @@ export function createServerClient(options: ServerClientOptions): ServerClient {
     f.seq = seq
     f.epoch = hello?.signalEpoch
     deliver(signal)
+    if (signal.kind === 'session:reset') {
+      // The transcript changed other than by appending: reload it (issue 28). A load or resume in
+      // progress reloads after it.
+      f.reloadAtRunEnd = false
+      if (f.busy) f.needReset = true
+      else void load(f, 'reset', gen)
+      return
+    }
     if (signal.kind === 'run:end' && f.reloadAtRunEnd && !f.busy) {
       f.reloadAtRunEnd = false
       void load(f, 'gap', gen)
@@ -723,11 +734,19 @@ export function createServerClient(options: ServerClientOptions): ServerClient {
       if (g !== gen) return
       if (!hole && drainHeld(f, g)) {
         f.busy = false
-        return
+        return resetIfAsked(f, g)
       }
     }
     f.busy = false
+    f.needReset = false
     return load(f, 'gap', g)
+  }
+
+  /** Reloads a session whose session:reset was applied during a resume or a load. */
+  function resetIfAsked(f: Followed, g: number): Promise<void> | undefined {
+    if (!f.needReset || g !== gen) return undefined
+    f.needReset = false
+    return load(f, 'reset', g)
   }
 
   /** Loads the session's last page and continues from the snapshot's $seq watermark. */
@@ -780,6 +799,7 @@ export function createServerClient(options: ServerClientOptions): ServerClient {
     const cb = f.onLoad
     f.onLoad = undefined
     cb?.()
+    await resetIfAsked(f, g)
   }
 
   /** Sends the declared presence on the current connection, if any and if the server offers it. */
