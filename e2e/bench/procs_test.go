@@ -151,8 +151,15 @@ func freeAddr(tb testing.TB) string {
 
 func startServer(tb testing.TB, extra ...string) *server {
 	tb.Helper()
-	s := &server{proc: &proc{addr: freeAddr(tb)}, dbURL: storetest.URL(tb)}
-	data, root := tb.TempDir(), tb.TempDir()
+	return startServerOn(tb, storetest.URL(tb), tb.TempDir(), extra...)
+}
+
+// startServerOn starts a server on the database dbURL with the workspace root root (replicas
+// share both).
+func startServerOn(tb testing.TB, dbURL, root string, extra ...string) *server {
+	tb.Helper()
+	s := &server{proc: &proc{addr: freeAddr(tb)}, dbURL: dbURL}
+	data := tb.TempDir()
 	args := append([]string{"start", "--listen", s.addr, "--data-dir", data, "--database-url", s.dbURL, "--workspace-root", root}, extra...)
 	s.cmd = exec.Command(serverBin, args...)
 	s.cmd.Env = cleanEnv()
