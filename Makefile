@@ -5,7 +5,7 @@ LISTEN ?= 127.0.0.1:4380
 # SERVER_ENV tells the server that make started it, so refusals naming a flag show the ARGS form.
 SERVER_ENV = ZIDANE_MAKE_RUN=1 ZIDANE_MAKE_ARGS='$(subst ','"'"',$(ARGS))' 
 
-.PHONY: all generate check-generated build run test fuzz soak bench bootstrap release-schema clean
+.PHONY: all generate check-generated build app run test fuzz soak bench bootstrap release-schema clean
 
 all: build
 
@@ -17,9 +17,13 @@ generate:
 check-generated:
 	$(GO) run ./gen -check
 
-## build: build bin/zidane-server and bin/zidane
-build:
+## build: build the web app into server/webapp/dist (when npm is present), then bin/zidane-server (which embeds it) and bin/zidane
+build: app
 	$(GO) build -o bin/ ./cmd/zidane-server ./cmd/zidane
+
+## app: the web app's production build (sdk-ts/app → server/webapp/dist); without npm it says so and the server serves a page saying how to build it
+app:
+	@scripts/build-app.sh
 
 ## run: build and start the server on its embedded default (a managed local Postgres); MODEL=provider/model picks the model, ARGS="--flag …" passes any start flag
 run: build

@@ -26,6 +26,7 @@ import (
 	"github.com/zidane-server/zidane/server/agent/mcp"
 	"github.com/zidane-server/zidane/server/agent/tools"
 	"github.com/zidane-server/zidane/server/store"
+	"github.com/zidane-server/zidane/server/webapp"
 	"github.com/zidane-server/zidane/server/workspace"
 	"github.com/zidane-server/zidane/server/workspace/diag"
 	"github.com/zidane-server/zidane/server/workspace/gitx"
@@ -188,6 +189,12 @@ type Config struct {
 	// ARGS it was started with (MakeArgs, from ZIDANE_MAKE_ARGS).
 	ViaMakeRun bool
 	MakeArgs   string
+	// WebApp serves the embedded web app on every plain GET no other route takes (issue 24;
+	// server/webapp; --web-app, on by default in the binary). Off: those GETs answer 404.
+	WebApp bool
+	// WebAppReserved are path prefixes besides /zidane that never get the app (404 when no route
+	// takes them): the SSE handler's base path. nil: webapp.DefaultSSEBase (/api/chat).
+	WebAppReserved []string
 }
 
 // MakeRunEnv is the variable `make run` sets so that refusals naming a start flag also say how
@@ -273,6 +280,8 @@ type Server struct {
 	sessions sessionCache
 	// tokens caches the tokens the upgrade verified (tokencache.go).
 	tokens tokenCache
+	// webapp serves the web app on the other plain GETs; nil when Config.WebApp is off.
+	webapp *webapp.Handler
 }
 
 // compile-time check that the server implements every generated handler interface.
@@ -353,6 +362,9 @@ func New(ctx context.Context, cfg Config, st *store.Store) (*Server, error) {
 		cfg.Logger.Warn("sessions were left running by a previous process that stopped without ending them; marked interrupted", "sessions", len(ids))
 	}
 	s.handlers = &handlers{s: s}
+	if cfg.WebApp {
+		s.webapp = webapp.New(webapp.Options{Reserved: cfg.WebAppReserved})
+	}
 	if err := s.newSandbox(); err != nil {
 		stop()
 		return nil, fmt.Errorf("sandbox: %w", err)
@@ -539,6 +551,15 @@ func (s *Server) closeTokenConns(tokenID string) {
 	}
 }
 
+// WebApp reports whether the server serves the web app (Config.WebApp) and whether the binary
+// holds its build (else it serves the page saying how to build it).
+func (s *Server) WebApp() (on, built bool) {
+	if s.webapp == nil {
+		return false, false
+	}
+	return true, s.webapp.Built()
+}
+
 // HostID is the stable id of this server (kept in Postgres).
 func (s *Server) HostID() string { return s.hostID }
 
@@ -569,8 +590,8 @@ func (s *Server) track(c *conn, add bool) {
 	}
 }
 
-// ServeHTTP answers plain HTTP (GET /healthz, /version, /protocol.json) and WebSocket upgrades
-// on any path.
+// ServeHTTP answers plain HTTP (GET /healthz, /version, /protocol.json, the web app on the other
+// GETs when it is on) and WebSocket upgrades on any path.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	health := (r.Method == http.MethodGet || r.Method == http.MethodHead) && (r.URL.Path == "/healthz" || r.URL.Path == "/health")
 	if !health && !s.hostAllowed(r) {
@@ -618,6 +639,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// The SSE protocol's OpenAPI document (schema/sse.json), like /protocol.json: no token.
 		w.Header().Set("Content-Type", "application/json")
 		w.Write(protocol.SSEOpenAPI)
+	case s.webapp != nil && (r.Method == http.MethodGet || r.Method == http.MethodHead):
+		s.webapp.ServeHTTP(w, r) // every other plain GET: the app (seed "HTTP on the same port")
 	default:
 		plainText(w, http.StatusNotFound, "Not found. Connect a WebSocket to this port, or GET /healthz, /version, /protocol.json, /zidane/sse/openapi.json, /metrics, or POST /zidane/pair.")
 	}

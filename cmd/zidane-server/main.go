@@ -231,7 +231,7 @@ func startCmd() *cobra.Command {
 	var stepDelay time.Duration
 	var unixSocket string
 	var limits server.Limits
-	var allowClone, projectTerminals, allowCreateFolders bool
+	var allowClone, projectTerminals, allowCreateFolders, webApp bool
 	var sb server.SandboxConfig
 	var sbDefault string
 	var sbUnsupported []string
@@ -336,7 +336,7 @@ func startCmd() *cobra.Command {
 			cfg := server.Config{WorkspaceRoots: roots, AllowedOrigins: origins, AllowedHosts: allowedHosts, TokenRecheck: tokenRecheck, DataDir: db.dataDir, StepDelay: stepDelay, Logger: log, Limits: limits, Binary: absBinary(self),
 				AllowClone: allowClone, CloneSchemes: cloneSchemes, ProjectTerminals: projectTerminals, AllowCreateFolders: allowCreateFolders,
 				ApprovalTimeout: approvalTimeout, RestoreWindow: restoreWindow, Models: models, SystemPrompt: systemPrompt, RunLimits: runLimits, Sandbox: sb,
-				ViaMakeRun: os.Getenv(server.MakeRunEnv) == "1", MakeArgs: os.Getenv(server.MakeArgsEnv)}
+				ViaMakeRun: os.Getenv(server.MakeRunEnv) == "1", MakeArgs: os.Getenv(server.MakeArgsEnv), WebApp: webApp}
 			if home, err := os.UserHomeDir(); err == nil {
 				cfg.UserHome = home // ~/.zidane/agents, skills and commands (issue 27)
 			}
@@ -400,6 +400,11 @@ func startCmd() *cobra.Command {
 			}
 			fmt.Printf("zidane-server %s listening on %s://%s (health: %s://%s/healthz)\n", server.Version, scheme, addr, strings.Replace(scheme, "ws", "http", 1), addr)
 			fmt.Printf("host %s · signal epoch %s · workspace roots %s\n", srv.HostID(), srv.Epoch(), strings.Join(srvRoots(roots), ", "))
+			if on, built := srv.WebApp(); on && built {
+				fmt.Printf("web app: open %s://%s/ in a browser (pair it with a code from: %s pair)\n", strings.Replace(scheme, "ws", "http", 1), addr, cfg.Binary)
+			} else if on {
+				fmt.Printf("web app: not built into this binary (make build builds it); %s://%s/ says how\n", strings.Replace(scheme, "ws", "http", 1), addr)
+			}
 			allHidden, inRoots := srv.Hidden()
 			log.Info("hidden from the agent's tools, clients and commands", "paths", allHidden)
 			if len(inRoots) > 0 {
@@ -457,6 +462,7 @@ func startCmd() *cobra.Command {
 	cmd.Flags().BoolVar(&allowCreateFolders, "allow-create-folders", false, "let chat tokens create folders in the workspace roots (fs.createFolder)")
 	cmd.Flags().BoolVar(&allowClone, "allow-clone", false, "let chat tokens clone repositories into the workspace roots (git.clone)")
 	cmd.Flags().StringArrayVar(&cloneSchemes, "clone-scheme", nil, "URL scheme git.clone and git.sync accept (repeatable; default https and ssh; local paths inside the roots always)")
+	cmd.Flags().BoolVar(&webApp, "web-app", true, "serve the web app on every plain GET no other route takes (--web-app=false: those answer 404)")
 	cmd.Flags().BoolVar(&projectTerminals, "project-terminals", false, "let admin tokens run terminals in the workspace roots (see docs/security.md)")
 	cmd.Flags().IntVar(&pgSupervise.MaxRestarts, "managed-postgres-restarts", store.DefaultMaxRestarts, "restarts of the managed Postgres in a row that may fail before the server exits with status 1 (see docs/security.md)")
 	cmd.Flags().DurationVar(&pgSupervise.Backoff, "managed-postgres-backoff", store.DefaultRestartBackoff, "wait before restarting the managed Postgres after it exited; doubles per restart up to 30s")
