@@ -15,6 +15,16 @@ trap 'rm -f "$raw"' EXIT
 go test -run '^$' -bench '^BenchmarkFig' -count "$count" -timeout 30m ./e2e/bench/ ./server/store/ ./server/ | tee "$raw" | grep -E '^(Benchmark|ok|FAIL|---)' >&2
 table=$(go run ./scripts/benchtable < "$raw")
 echo "$table"
+# The web app's budgets in Chromium (issue 24 section 4): the app built and embedded, then measured.
+scripts/bootstrap.sh --ts >/dev/null && scripts/bootstrap.sh --browser >/dev/null
+(cd sdk-ts && npm run build:app --silent) >&2
+go build -o bin/ ./cmd/zidane-server ./cmd/zidane
+browser=$(cd sdk-ts && npm run bench:browser --silent)
+echo
+echo "$browser"
+table="$table
+
+$browser"
 if [ "${BENCH_WRITE:-}" = "1" ]; then
   # The accounts below the table (from its first "## " heading on) are written by hand: kept.
   accounts=$(sed -n '/^## /,$p' docs/benchmarks.md 2>/dev/null || true)
@@ -24,7 +34,7 @@ if [ "${BENCH_WRITE:-}" = "1" ]; then
     echo "Written by \`BENCH_WRITE=1 make bench\` (BENCH_COUNT=$count) on $(date -u +%Y-%m-%d), commit $(git rev-parse --short HEAD), $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs))."
     echo "Each ratio is the candidate's figure against its baseline measured back to back in the same run;"
     echo "throughput figures (per second) are candidate ÷ baseline, times and sizes candidate ÷ baseline."
-    echo "How each figure is measured: \`e2e/bench/figures_test.go\`, \`server/store/fig_bench_test.go\`, \`server/fig_bench_test.go\`."
+    echo "How each figure is measured: \`e2e/bench/figures_test.go\`, \`server/store/fig_bench_test.go\`, \`server/fig_bench_test.go\`; the browser figures (absolute budgets, one run): \`sdk-ts/test-browser/bench.ts\`."
     echo
     echo "$table"
     if [ -n "$accounts" ]; then

@@ -9,7 +9,7 @@ import { join } from 'node:path'
 import { after, before, describe, test } from 'node:test'
 import type { Browser, BrowserContext, Page } from 'playwright-core'
 import type { Database, ServerProcess } from '../test/helpers/server.js'
-import { exactCommand, freePort, launchBrowser, serverEmbedsApp, shotsDir, startFront, startServer, streamPieces } from './harness.js'
+import { exactCommand, exampleDir, freePort, launchBrowser, serverEmbedsApp, shotsDir, startFront, startServer, streamPieces } from './harness.js'
 
 const require = createRequire(import.meta.url)
 const axeSource = readFileSync(require.resolve('axe-core/axe.min.js'), 'utf8')
@@ -109,6 +109,32 @@ describe('web app in Chromium', () => {
     await server?.stop()
     server?.cleanup()
     db?.drop()
+  })
+
+  test('the components on an in-page run host (examples/ui-in-process): stream, tool row, question', async () => {
+    const port = await freePort()
+    const stop = await startFront(port, 0, exampleDir)
+    const p = await context.newPage()
+    const seen: string[] = []
+    p.on('pageerror', (e) => seen.push(e.message))
+    try {
+      await p.goto(`http://127.0.0.1:${port}/`)
+      await p.getByRole('list', { name: 'Sessions' }).getByRole('button', { name: 'Session 1' }).waitFor()
+      await p.getByRole('textbox', { name: 'Message' }).fill('two words')
+      await p.getByRole('textbox', { name: 'Message' }).press('Enter')
+      await transcript(p).getByText('Looking it up.').waitFor()
+      await transcript(p).getByText('lookup', { exact: true }).click() // the collapsible tool row opens
+      await transcript(p).getByText('found 2 word(s)').waitFor()
+      const q = p.getByRole('dialog', { name: 'Question' })
+      await q.getByRole('radio', { name: 'yes' }).check()
+      await q.getByRole('button', { name: 'Submit' }).click()
+      await transcript(p).getByText('Going on: done.').waitFor()
+      assert.equal(await composer(p).evaluate((el) => el === document.activeElement), true, 'focus back in the composer')
+      assert.deepEqual(seen, [])
+    } finally {
+      await p.close()
+      await stop()
+    }
   })
 
   test('pair with a code from zidane-server pair', async () => {

@@ -12,6 +12,8 @@ import { Database, freePort, ServerProcess } from '../test/helpers/server.js'
 /** The repository's root (dist-browser/test-browser/ is three levels below it). */
 export const repo = fileURLToPath(new URL('../../../', import.meta.url))
 export const distDir = join(repo, 'server', 'webapp', 'dist')
+/** The ui-in-process example, built by npm run test:browser. */
+export const exampleDir = join(repo, 'sdk-ts', 'test-results', 'ui-in-process')
 /** Screenshots go here (ignored by git). */
 export const shotsDir = join(repo, 'sdk-ts', 'test-results', 'screenshots')
 
@@ -58,13 +60,20 @@ const scripts: Record<string, unknown> = {
   xss: { loop: true, turns: [turn(text(xssText))] },
 }
 
-/** The server with the scenario providers (default model stream/scripted). */
-export async function startServer(extra: string[] = []): Promise<{ server: ServerProcess; db: Database; configDir: string }> {
+/** The bench's providers: many (5,000 pieces streamed back to back) and rows (10,000 rows: thinking and text alternate). */
+export const benchScripts: Record<string, unknown> = {
+  many: { loop: true, turns: [turn(...Array.from({ length: 5000 }, (_, i) => text(`w${i} `)), text('END-OF-PIECES'))] },
+  rows: { loop: true, turns: [turn(...Array.from({ length: 5000 }, (_, i) => [{ thinking: `t${i}` }, text(`row ${i}`)]).flat(), text(' END-OF-ROWS'))] },
+}
+
+/** The server with the scenario providers (default model stream/scripted), and more when given. */
+export async function startServer(extra: string[] = [], more: Record<string, unknown> = {}): Promise<{ server: ServerProcess; db: Database; configDir: string }> {
   const db = new Database()
   const configDir = join(repo, 'sdk-ts', 'test-results', `config-${process.pid}`)
   mkdirSync(configDir, { recursive: true })
-  for (const [name, script] of Object.entries(scripts)) writeFileSync(join(configDir, `${name}.json`), JSON.stringify(script))
-  const providers = Object.keys(scripts).map((name) => ({ name, kind: 'scripted', script: `${name}.json` }))
+  const all = { ...scripts, ...more }
+  for (const [name, script] of Object.entries(all)) writeFileSync(join(configDir, `${name}.json`), JSON.stringify(script))
+  const providers = Object.keys(all).map((name) => ({ name, kind: 'scripted', script: `${name}.json` }))
   writeFileSync(join(configDir, 'config.json'), JSON.stringify({ providers, default: 'stream/scripted' }))
   const server = await ServerProcess.start({ db, extra: ['--config', join(configDir, 'config.json'), ...extra] })
   return { server, db, configDir }
@@ -82,12 +91,12 @@ const types: Record<string, string> = { '.html': 'text/html', '.js': 'text/javas
  * Until the server embeds the app: a front on frontPort serving server/webapp/dist (index.html for
  * client routes) and passing everything else, WebSocket upgrades too, to the server unchanged.
  */
-export async function startFront(frontPort: number, backPort: number): Promise<() => Promise<void>> {
+export async function startFront(frontPort: number, backPort: number, root = distDir): Promise<() => Promise<void>> {
   const srv = http.createServer((req, res) => {
     const path = new URL(req.url ?? '/', 'http://x').pathname
     if (req.method === 'GET' && !path.startsWith('/zidane/') && !['/healthz', '/version', '/protocol.json', '/metrics'].includes(path)) {
-      const file = normalize(join(distDir, path))
-      const f = file.startsWith(distDir) && existsSync(file) && extname(file) !== '' ? file : join(distDir, 'index.html')
+      const file = normalize(join(root, path))
+      const f = file.startsWith(root) && existsSync(file) && extname(file) !== '' ? file : join(root, 'index.html')
       res.writeHead(200, { 'content-type': types[extname(f)] ?? 'application/octet-stream', 'content-security-policy': "default-src 'self'; style-src 'self' 'unsafe-inline'; connect-src 'self'; frame-ancestors 'none'" })
       res.end(readFileSync(f))
       return

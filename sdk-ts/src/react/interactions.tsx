@@ -11,7 +11,9 @@ import { focusComposer, useChat } from './context.js'
 import { useStore } from './index.js'
 import { DiffView } from './transcript.js'
 
-const none = { get: () => [] as readonly ApprovalRequest[], subscribe: () => () => {} }
+const noRequests: readonly ApprovalRequest[] = Object.freeze([])
+/** The approvals of a host without them: the same empty list on every read (useSyncExternalStore needs that). */
+const none = { get: () => noRequests, subscribe: () => () => {} }
 
 function useFocusOnMount<T extends HTMLElement>(key: string): RefObject<T> {
   const ref = useRef<T>(null)

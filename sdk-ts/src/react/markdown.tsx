@@ -76,13 +76,57 @@ export interface MarkdownProps {
   text: string
 }
 
-/** Renders markdown text with the rules above. */
+/**
+ * Splits markdown into blocks at blank lines outside code fences, so a streaming answer re-parses
+ * only its last block each frame (the earlier ones are memoized). Reference-style link definitions
+ * apply within their own block.
+ */
+export function markdownBlocks(text: string): string[] {
+  const blocks: string[] = []
+  let fence: string | null = null
+  let start = 0
+  let pos = 0
+  while (pos <= text.length) {
+    const nl = text.indexOf('\n', pos)
+    const end = nl < 0 ? text.length : nl
+    const line = text.slice(pos, end)
+    const m = /^ {0,3}(`{3,}|~{3,})/.exec(line)
+    if (m) {
+      if (fence === null) fence = m[1]![0]!
+      else if (m[1]![0] === fence) fence = null
+    } else if (fence === null && line.trim() === '' && end > start) {
+      const block = text.slice(start, pos)
+      if (block.trim() !== '') blocks.push(block)
+      start = end + 1
+    }
+    if (nl < 0) break
+    pos = nl + 1
+  }
+  const rest = text.slice(start)
+  if (rest.trim() !== '') blocks.push(rest)
+  return blocks
+}
+
+/** Text with nothing markdown or HTML would read specially: shown as a paragraph without parsing. */
+const PLAIN = /^(?![ \t]*(?:[-+*>#|]|\d+[.)]|={2,}|-{2,}))[^*_`\[\]<>!~\\&|\n]*$/
+
+const MarkdownBlock = memo(function MarkdownBlock({ text }: MarkdownProps): ReactNode {
+  if (PLAIN.test(text)) return <p>{text}</p>
+  return (
+    <ReactMarkdown skipHtml urlTransform={(url) => url} components={components}>
+      {text}
+    </ReactMarkdown>
+  )
+})
+
+/** Renders markdown text with the rules above, block by block. */
 export const Markdown = memo(function Markdown(props: MarkdownProps): ReactNode {
+  const blocks = markdownBlocks(props.text)
   return (
     <div className="zd-md">
-      <ReactMarkdown skipHtml urlTransform={(url) => url} components={components}>
-        {props.text}
-      </ReactMarkdown>
+      {blocks.map((b, i) => (
+        <MarkdownBlock key={i} text={b} />
+      ))}
     </div>
   )
 })

@@ -17,7 +17,9 @@ export interface SessionListProps {
   filter?: (session: HostSession) => boolean
 }
 
-const noApprovals = { get: () => [] as readonly { sessionId: string }[], subscribe: () => () => {} }
+const noneWaiting: readonly { sessionId: string }[] = Object.freeze([])
+/** The approvals of a host without them: the same empty list on every read (useSyncExternalStore needs that). */
+const noApprovals = { get: () => noneWaiting, subscribe: () => () => {} }
 
 /** The session list. */
 export function SessionList(props: SessionListProps): ReactNode {

@@ -166,16 +166,18 @@ export function HostTranscript(props: HostTranscriptProps): ReactNode {
   // Older rows prepended (page.start went down): keep what the reader looks at in place.
   useLayoutEffect(() => {
     const el = scroller.current
-    const total = virtualizer.getTotalSize()
-    if (el && page.start < firstKey.current && !atBottom.current) el.scrollTop += total - prevHeight.current
+    const totalNow = virtualizer.getTotalSize()
+    if (el && page.start < firstKey.current && !atBottom.current) el.scrollTop += totalNow - prevHeight.current
     firstKey.current = page.start
-    prevHeight.current = total
+    prevHeight.current = totalNow
   })
 
-  // Follow the stream while the reader is at the bottom.
+  // Follow the stream while the reader is at the bottom (and after rows are measured).
+  const total = virtualizer.getTotalSize()
   useLayoutEffect(() => {
-    if (atBottom.current && rows.length > 0) virtualizer.scrollToIndex(rows.length - 1, { align: 'end' })
-  }, [rows, virtualizer])
+    const el = scroller.current
+    if (el && atBottom.current) el.scrollTop = el.scrollHeight
+  }, [rows, total])
 
   const onScroll = () => {
     const el = scroller.current
@@ -189,7 +191,7 @@ export function HostTranscript(props: HostTranscriptProps): ReactNode {
     <div className="zd-transcript" ref={scroller} onScroll={onScroll} tabIndex={0} role="log" aria-label="Transcript" aria-busy={running} aria-live="polite">
       {page.loading && <p className="zd-muted">Loading earlier messages…</p>}
       {page.error && <p className="zd-error">Could not load earlier messages: {page.error}</p>}
-      <div style={{ height: virtualizer.getTotalSize(), position: 'relative' }}>
+      <div style={{ height: total, position: 'relative' }}>
         {items.map((it) => (
           <div key={it.key} data-index={it.index} ref={virtualizer.measureElement} style={{ position: 'absolute', top: 0, left: 0, right: 0, transform: `translateY(${it.start}px)` }}>
             <TranscriptItem row={rows[it.index]!} />
