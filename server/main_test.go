@@ -1,6 +1,7 @@
 package server
 
 import (
+	"github.com/zidane-server/zidane/server/agent/mcp/mcptest"
 	"os"
 	"testing"
 
@@ -14,6 +15,7 @@ import (
 // any test starts.
 func TestMain(m *testing.M) {
 	sandbox.Main()
+	mcptest.ServeIfAsked()
 	code := m.Run()
 	removeSharedTrees()
 	storetest.Shutdown()

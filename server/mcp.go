@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/zidane-server/zidane/server/agent/mcp"
+	"github.com/zidane-server/zidane/server/workspace/sandbox"
 )
 
 // newMCP starts the MCP manager (issue 23): servers from the server user's ~/.zidane/mcps.json
@@ -30,6 +31,10 @@ func (s *Server) newMCP() {
 		Prepare: func(cmd *exec.Cmd, u mcp.Use) (string, error) {
 			if s.sandbox == nil {
 				return "", nil // no sandbox configured: like exec, the command runs as is
+			}
+			if u.SessionID == "" { // mcp.test and the resource methods: the server's default policy
+				p := s.cfg.Sandbox.Default
+				return string(p), s.sandbox.Wrap(cmd, sandbox.Request{Policy: p, Roots: s.ws.Roots(), SessionID: "mcp"})
 			}
 			p, err := s.sandboxCommand(s.baseCtx, cmd, u.SessionID, s.ws.Roots(), nil)
 			return string(p), err

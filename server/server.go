@@ -258,8 +258,10 @@ type Server struct {
 	// watcher is the server's one file watcher (one inotify instance, Limits.MaxWatches kernel
 	// watches): every watch kind subscribes to it (field case T10).
 	watcher *watch.Watcher
-	// mcp holds the MCP servers and their processes (server/mcp.go).
-	mcp *mcp.Manager
+	// mcp holds the MCP servers and their processes (server/mcp.go); mcpTests their last
+	// mcp.test (handlers_mcp.go).
+	mcp      *mcp.Manager
+	mcpTests mcpTests
 	// refWatchers are the ref watchers by repository top, one per watched repository, and
 	// refWatching the repositories each connection watches (handlers_gitwatch.go); under gitMu.
 	refWatchers map[string]*gitx.RefWatcher

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -56,6 +57,7 @@ func newEnvStore(t *testing.T, st *store.Store, mod func(*Config)) *testEnv {
 	cfg := Config{
 		WorkspaceRoots: []string{t.TempDir()},
 		Logger:         testLogger(),
+		MCPUserFile:    filepath.Join(t.TempDir(), "mcps.json"), // never the operator's own
 	}
 	if mod != nil {
 		mod(&cfg)
