@@ -19,11 +19,17 @@ import (
 // effect entries some changes also write in their own transaction (mode, safelist, token
 // revocation) stay beside it. A failed write is logged: the call already took effect.
 func (s *Server) auditCall(c *conn, m *protocol.MethodSpec, raw json.RawMessage, callErr error) {
+	s.auditCallBy(c.token.Name, m, raw, callErr)
+}
+
+// auditCallBy records a call of an audited method by the token named actor (a WebSocket
+// connection's, or an SSE request's).
+func (s *Server) auditCallBy(actor string, m *protocol.MethodSpec, raw json.RawMessage, callErr error) {
 	detail, sessionID := auditDetail(m, raw, callErr)
 	ctx, cancel := context.WithTimeout(s.baseCtx, 5*time.Second)
 	defer cancel()
-	if err := s.store.AppendAudit(ctx, c.token.Name, store.AuditCall, sessionID, detail); err != nil {
-		c.log().Error("audit: the call's entry was not written", "method", m.Name, "err", err)
+	if err := s.store.AppendAudit(ctx, actor, store.AuditCall, sessionID, detail); err != nil {
+		s.log.Error("audit: the call's entry was not written", "method", m.Name, "token", actor, "err", err)
 	}
 }
 

@@ -38,6 +38,7 @@ type conn struct {
 	// expiry closes the connection (1008 "token expired") when its token's life ends (pair
 	// --ttl-token); nil for a token without one.
 	expiry *time.Timer
+	bound  func() // releases the connection's place in the per-token and per-address bounds
 
 	qmu       sync.Mutex
 	queue     [][]byte
@@ -89,7 +90,7 @@ func connFrom(ctx context.Context) *conn {
 	return c
 }
 
-func (s *Server) serveConn(ws *websocket.Conn, tok store.Token, cork *corkConn) {
+func (s *Server) serveConn(ws *websocket.Conn, tok store.Token, cork *corkConn, release func()) {
 	ctx, cancel := context.WithCancel(s.baseCtx)
 	c := &conn{
 		srv:    s,
@@ -101,6 +102,7 @@ func (s *Server) serveConn(ws *websocket.Conn, tok store.Token, cork *corkConn) 
 		cancel: cancel,
 		sem:    make(chan struct{}, s.cfg.Limits.ConcurrentRequests),
 		qroom:  make(chan struct{}, 1),
+		bound:  release,
 	}
 	c.ctx = context.WithValue(ctx, connKey{}, c)
 	ws.SetReadLimit(s.cfg.Limits.MaxMessageBytes)
@@ -141,6 +143,9 @@ func (c *conn) end() {
 	c.close(websocket.StatusNormalClosure, "")
 	c.writers.Wait() // no writer starts once the connection is closing
 	c.srv.track(c, false)
+	if c.bound != nil {
+		c.bound() // the per-token and per-address bounds (sse_backend.go connBounds)
+	}
 	c.log().Debug("disconnected", "reason", c.closeErr)
 }
 

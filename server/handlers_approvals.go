@@ -30,6 +30,9 @@ func actorOf(ctx context.Context) string {
 	if c := connFrom(ctx); c != nil {
 		return c.token.Name
 	}
+	if tok, ok := ctx.Value(sseCallerKey{}).(store.Token); ok { // an SSE request (sse_backend.go)
+		return tok.Name
+	}
 	return "operator"
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/zidane-server/zidane/protocol"
 	"github.com/zidane-server/zidane/server/hub/jetstream"
+	"github.com/zidane-server/zidane/server/sse"
 )
 
 // ReplayLimits bound the replay log (DESIGN "Replay log"; seed "Reconnect and resume").
@@ -42,8 +43,8 @@ func (l *ReplayLimits) defaults() {
 type logEntry struct {
 	seq       int64
 	streamSeq uint64 // the JetStream stream's sequence (with a bus), else 0
-	kind   string // the signal's kind (the schema's string: shared, not a copy)
-	signal []byte // the signal's JSON without $seq
+	kind      string // the signal's kind (the schema's string: shared, not a copy)
+	signal    []byte // the signal's JSON without $seq
 }
 
 type sessionLog struct {
@@ -95,6 +96,17 @@ type hub struct {
 	replica string          // this replica's name in connection references ("<replica>/<conn id>")
 	byID    map[int64]*conn // the recipients by id, for references from the bus; under mu
 	log     *slog.Logger
+	// taps are the SSE streams (server/sse) by session, under mu; ntaps counts them so that a
+	// publish with none takes no lock for them.
+	taps  map[string]map[*tap]struct{}
+	ntaps atomic.Int64
+}
+
+// tap is one SSE stream of a session: it receives the session's signals its scope receives, as
+// encoded SSE records, through push (which never blocks).
+type tap struct {
+	scope protocol.Scope
+	push  func(rec []byte) bool
 }
 
 // busTimeout bounds one signal's trip through JetStream (publish, then its return) and a
@@ -107,7 +119,7 @@ var errSignalTooLarge = errors.New("signal exceeds the message limit")
 func newHub(epoch string, limits ReplayLimits, maxFrame int) *hub {
 	limits.defaults()
 	h := &hub{epoch: epoch, limits: limits, logs: map[string]*sessionLog{}, conns: map[*conn]struct{}{},
-		watchers: map[string]map[*conn]struct{}{}, watching: map[*conn]map[string]struct{}{}, maxFrame: maxFrame,
+		watchers: map[string]map[*conn]struct{}{}, watching: map[*conn]map[string]struct{}{}, maxFrame: maxFrame, taps: map[string]map[*tap]struct{}{},
 		byID: map[int64]*conn{}, log: slog.Default()}
 	h.list.Store(&[]*conn{})
 	return h
@@ -267,7 +279,121 @@ func (h *hub) publish(sig protocol.Signal, from *conn, watchKey string) (int64, 
 	}
 	frame := signalFrame(body, seq)
 	h.deliver(spec, from, watchKey, frame)
+	if lg != nil && h.ntaps.Load() > 0 && (spec.Delivery == protocol.DeliveryAll || spec.Delivery == protocol.DeliveryOthers) {
+		h.deliverTaps(spec, lg.id, body, seq)
+	}
 	return seq, nil
+}
+
+// deliverTaps pushes a session signal to the session's SSE streams whose scope receives it, as
+// one record encoded once; callers hold the session's order lock, so records keep $seq order.
+func (h *hub) deliverTaps(spec *protocol.SignalSpec, sessionID string, body []byte, seq int64) {
+	h.mu.Lock()
+	out, epoch := h.tapsLocked(spec, sessionID), h.epoch
+	h.mu.Unlock()
+	pushTaps(out, epoch, spec, body, seq)
+}
+
+// tapsLocked lists the session's SSE streams whose scope receives spec; callers hold h.mu.
+func (h *hub) tapsLocked(spec *protocol.SignalSpec, sessionID string) []*tap {
+	ts := h.taps[sessionID]
+	if len(ts) == 0 {
+		return nil
+	}
+	out := make([]*tap, 0, len(ts))
+	for t := range ts {
+		if spec.Receives(t.scope) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// pushTaps pushes one record, encoded once, to every tap of out.
+func pushTaps(out []*tap, epoch string, spec *protocol.SignalSpec, body []byte, seq int64) {
+	if len(out) == 0 {
+		return
+	}
+	rec := sse.Record(epoch, seq, spec.Kind, withSeq(body, seq))
+	for _, t := range out {
+		t.push(rec)
+	}
+}
+
+// tapSession adds an SSE stream of a session (sse.Backend.Subscribe). With at, it answers the
+// session's records after at from the replay log first, or the reason it cannot (another epoch,
+// a gap; a position past the session's last $seq is a gap too); either way the stream receives
+// every record published after the ones replayed, none twice and none lost: the replay and the
+// tap's registration are one critical section of h.mu, inside the session's order lock. Without
+// a bus, publish holds the order lock from numbering to the taps' push; with one, apply appends
+// to the log and lists the taps in one critical section of h.mu.
+func (h *hub) tapSession(sessionID string, scope protocol.Scope, at *sse.Position, push func([]byte) bool) sse.Subscription {
+	var sub sse.Subscription
+	caughtUp := true
+	if bus := h.bus.Load(); bus != nil && at != nil {
+		caughtUp = h.barrier(bus, sessionID)
+	}
+	h.mu.Lock()
+	lg := h.logs[sessionID]
+	if lg == nil {
+		lg = &sessionLog{id: sessionID}
+		h.logs[sessionID] = lg
+	}
+	h.mu.Unlock()
+	lg.order.Lock()
+	t := &tap{scope: scope, push: push}
+	h.mu.Lock()
+	if at != nil {
+		ans := resumeAnswer{reason: protocol.ResumeFailureGap}
+		if caughtUp {
+			ans = h.replayLocked(sessionID, at.Epoch, at.Seq)
+		}
+		switch {
+		case ans.ahead:
+			sub.Reset = protocol.ResumeFailureGap
+		case !ans.ok:
+			sub.Reset = ans.reason
+		default:
+			for _, e := range ans.signals {
+				if spec := protocol.LookupSignal(e.kind); spec != nil && spec.Receives(scope) {
+					sub.Replay = append(sub.Replay, sse.Record(h.epoch, e.seq, e.kind, withSeq(e.signal, e.seq)))
+				}
+			}
+		}
+	}
+	if h.taps[sessionID] == nil {
+		h.taps[sessionID] = map[*tap]struct{}{}
+	}
+	h.taps[sessionID][t] = struct{}{}
+	h.ntaps.Add(1)
+	h.mu.Unlock()
+	lg.order.Unlock()
+	var once sync.Once
+	sub.Cancel = func() {
+		once.Do(func() {
+			h.mu.Lock()
+			delete(h.taps[sessionID], t)
+			if len(h.taps[sessionID]) == 0 {
+				delete(h.taps, sessionID)
+			}
+			h.ntaps.Add(-1)
+			h.mu.Unlock()
+		})
+	}
+	return sub
+}
+
+// withSeq is a signal's JSON with "$seq" spliced in as its last member (as ipc.signal carries
+// it); body itself when seq is 0.
+func withSeq(body []byte, seq int64) []byte {
+	if seq <= 0 {
+		return body
+	}
+	b := make([]byte, 0, len(body)+24)
+	b = append(b, body[:len(body)-1]...)
+	b = append(b, `,"$seq":`...)
+	b = strconv.AppendInt(b, seq, 10)
+	return append(b, '}')
 }
 
 // deliver queues frame on every connection spec's audience allows.
@@ -382,6 +508,11 @@ func (h *hub) replay(sessionID, epoch string, afterSeq int64) resumeAnswer {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	return h.replayLocked(sessionID, epoch, afterSeq)
+}
+
+// replayLocked is replay once this replica caught up; callers hold h.mu.
+func (h *hub) replayLocked(sessionID, epoch string, afterSeq int64) resumeAnswer {
 	if epoch != h.epoch {
 		return resumeAnswer{reason: protocol.ResumeFailureEpoch}
 	}
@@ -483,6 +614,7 @@ func (h *hub) apply(m jetstream.Message) {
 	if h.trim(lg) && m.Mine && len(lg.entries) > 0 {
 		purge = lg.entries[0].streamSeq
 	}
+	taps, epoch := h.tapsLocked(spec, m.Session), h.epoch // with the append: see tapSession
 	h.mu.Unlock()
 	if purge > 0 {
 		if bus := h.bus.Load(); bus != nil {
@@ -496,6 +628,7 @@ func (h *hub) apply(m jetstream.Message) {
 		}
 	}
 	h.deliver(spec, h.local(m.From), "", signalFrame(m.Body, m.Seq))
+	pushTaps(taps, epoch, spec, m.Body, m.Seq)
 }
 
 // live is the bus's Live: an unsequenced signal of any replica to this replica's connections.
@@ -506,6 +639,9 @@ func (h *hub) live(m jetstream.Message) {
 		return
 	}
 	h.deliver(spec, h.local(m.From), m.WatchKey, signalFrame(m.Body, 0))
+	if m.Session != "" && spec.Session && h.ntaps.Load() > 0 && (spec.Delivery == protocol.DeliveryAll || spec.Delivery == protocol.DeliveryOthers) {
+		h.deliverTaps(spec, m.Session, m.Body, 0)
+	}
 }
 
 // reset is the bus's Reset: the stream was created again, every $seq is of the old epoch.

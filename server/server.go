@@ -25,6 +25,7 @@ import (
 	"github.com/zidane-server/zidane/server/agent"
 	"github.com/zidane-server/zidane/server/agent/mcp"
 	"github.com/zidane-server/zidane/server/agent/tools"
+	"github.com/zidane-server/zidane/server/sse"
 	"github.com/zidane-server/zidane/server/store"
 	"github.com/zidane-server/zidane/server/webapp"
 	"github.com/zidane-server/zidane/server/workspace"
@@ -68,6 +69,10 @@ type Limits struct {
 	RefWatchFolders int
 	// RefPoll is how often such a repository's refs are re-read; default 2 s.
 	RefPoll time.Duration
+	// MaxConnsPerToken and MaxConnsPerAddress bound the WebSocket connections and SSE streams
+	// open at once per token and per client address (--max-conns-per-token,
+	// --max-conns-per-address); past either a new one is refused with 429. Default 8192 each.
+	MaxConnsPerToken, MaxConnsPerAddress int
 }
 
 func (l *Limits) defaults() {
@@ -110,6 +115,12 @@ func (l *Limits) defaults() {
 	}
 	if l.RefPoll <= 0 {
 		l.RefPoll = 2 * time.Second
+	}
+	if l.MaxConnsPerToken <= 0 {
+		l.MaxConnsPerToken = 8192
+	}
+	if l.MaxConnsPerAddress <= 0 {
+		l.MaxConnsPerAddress = 8192
 	}
 }
 
@@ -195,6 +206,11 @@ type Config struct {
 	// WebAppReserved are path prefixes besides /zidane that never get the app (404 when no route
 	// takes them): the SSE handler's base path. nil: webapp.DefaultSSEBase (/api/chat).
 	WebAppReserved []string
+	// SSEBasePath mounts the SSE protocol v1 (server/sse, schema/sse.json; issue 26) under this
+	// path; "" leaves it off. The binary's --sse-base-path defaults to protocol.SSEDefaultBasePath.
+	SSEBasePath string
+	// SSEHeartbeat is how often an idle SSE stream writes a comment line; default 15 s.
+	SSEHeartbeat time.Duration
 }
 
 // MakeRunEnv is the variable `make run` sets so that refusals naming a start flag also say how
@@ -284,6 +300,11 @@ type Server struct {
 	tokens tokenCache
 	// webapp serves the web app on the other plain GETs; nil when Config.WebApp is off.
 	webapp *webapp.Handler
+	// sse serves the SSE protocol under cfg.SSEBasePath (nil when off); streams are its open
+	// streams; bounds counts connections and streams per token and address.
+	sse     *sse.Handler
+	streams sseStreams
+	bounds  *connBounds
 }
 
 // compile-time check that the server implements every generated handler interface.
@@ -300,6 +321,9 @@ func New(ctx context.Context, cfg Config, st *store.Store) (*Server, error) {
 	}
 	if cfg.Binary == "" {
 		cfg.Binary = "zidane-server"
+	}
+	if err := checkSSEBasePath(cfg.SSEBasePath); err != nil {
+		return nil, err
 	}
 	if len(cfg.WorkspaceRoots) == 0 {
 		wd, err := os.Getwd()
@@ -337,6 +361,11 @@ func New(ctx context.Context, cfg Config, st *store.Store) (*Server, error) {
 			return nil, err
 		}
 	}
+	s.bounds = newConnBounds(cfg.Limits.MaxConnsPerToken, cfg.Limits.MaxConnsPerAddress)
+	if cfg.SSEBasePath != "" {
+		s.sse = sse.New(sse.Config{BasePath: cfg.SSEBasePath, MaxBodyBytes: cfg.Limits.MaxMessageBytes, Heartbeat: cfg.SSEHeartbeat,
+			QueueRecords: cfg.Limits.SendQueueMessages, QueueBytes: cfg.Limits.SendQueueBytes, WriteTimeout: cfg.Limits.WriteTimeout, Logger: cfg.Logger}, sseBackend{s})
+	}
 	s.pairs = newPairLimiter()
 	s.metrics = newMetrics(s)
 	s.hub.published = s.metrics.signals
@@ -365,7 +394,11 @@ func New(ctx context.Context, cfg Config, st *store.Store) (*Server, error) {
 	}
 	s.handlers = &handlers{s: s}
 	if cfg.WebApp {
-		s.webapp = webapp.New(webapp.Options{Reserved: cfg.WebAppReserved})
+		reserved := cfg.WebAppReserved
+		if reserved == nil && cfg.SSEBasePath != "" {
+			reserved = []string{cfg.SSEBasePath} // the app never answers below the SSE routes
+		}
+		s.webapp = webapp.New(webapp.Options{Reserved: reserved})
 	}
 	if err := s.newSandbox(); err != nil {
 		stop()
@@ -537,6 +570,7 @@ func (s *Server) recheckTokensEvery(d time.Duration) {
 // drops the token from the token cache.
 func (s *Server) closeTokenConns(tokenID string) {
 	s.tokens.drop(tokenID)
+	s.endStreams(tokenID)
 	s.connsMu.Lock()
 	var hit []*conn
 	for c := range s.conns {
@@ -622,6 +656,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			"minProtocolVersion": protocol.MinProtocolVersion, "schemaHash": protocol.SchemaHash,
 		})
 		w.Write(append(b, '\n'))
+	case s.sse != nil && s.sse.Match(r.URL.Path):
+		s.sse.ServeHTTP(w, r)
 	case r.URL.Path == "/metrics":
 		if onlyGet(w, r) {
 			s.serveMetrics(w, r)
@@ -696,6 +732,11 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request) {
 		refuseAuth(w, status, "Unauthorized")
 		return
 	}
+	release, err := s.bounds.acquire(tok.ID, remoteIP(r))
+	if err != nil {
+		plainText(w, http.StatusTooManyRequests, "Too Many Requests: "+err.Error()+".")
+		return
+	}
 	cw := &corkingWriter{ResponseWriter: w}
 	ws, err := websocket.Accept(cw, r, &websocket.AcceptOptions{
 		Subprotocols:       []string{"zidane"},
@@ -703,18 +744,20 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request) {
 		CompressionMode:    websocket.CompressionDisabled,
 	})
 	if err != nil {
+		release()
 		return
 	}
 	// The connection is served on a goroutine of its own, with a fresh small stack: the HTTP
 	// handler's goroutine grew its stack through the upgrade (the token check) and would keep it
 	// as the idle reader's (the idle figure of docs/benchmarks.md).
-	go s.serveConn(ws, tok, cw.conn)
+	go s.serveConn(ws, tok, cw.conn, release)
 }
 
 // Shutdown closes every connection with 1001, waits for runs to end as interrupted (bounded by
 // ctx), and flushes the transcripts.
 func (s *Server) Shutdown(ctx context.Context) {
 	s.draining.Store(true) // no new connections, no new prompts
+	s.endStreams("")       // SSE streams end now; their clients resume elsewhere or later
 	// Runs get the time up to 5 s before ctx's deadline; the rest is for flushing and closing.
 	runCtx := ctx
 	if d, ok := ctx.Deadline(); ok {

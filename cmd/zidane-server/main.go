@@ -228,6 +228,8 @@ func startCmd() *cobra.Command {
 	var db dbFlags
 	var listen string
 	var roots, origins []string
+	var sseBasePath string
+	var sseHeartbeat time.Duration
 	var stepDelay time.Duration
 	var unixSocket string
 	var limits server.Limits
@@ -336,7 +338,8 @@ func startCmd() *cobra.Command {
 			cfg := server.Config{WorkspaceRoots: roots, AllowedOrigins: origins, AllowedHosts: allowedHosts, TokenRecheck: tokenRecheck, DataDir: db.dataDir, StepDelay: stepDelay, Logger: log, Limits: limits, Binary: absBinary(self),
 				AllowClone: allowClone, CloneSchemes: cloneSchemes, ProjectTerminals: projectTerminals, AllowCreateFolders: allowCreateFolders,
 				ApprovalTimeout: approvalTimeout, RestoreWindow: restoreWindow, Models: models, SystemPrompt: systemPrompt, RunLimits: runLimits, Sandbox: sb,
-				ViaMakeRun: os.Getenv(server.MakeRunEnv) == "1", MakeArgs: os.Getenv(server.MakeArgsEnv), WebApp: webApp}
+				ViaMakeRun: os.Getenv(server.MakeRunEnv) == "1", MakeArgs: os.Getenv(server.MakeArgsEnv), WebApp: webApp,
+				SSEBasePath: sseBasePath, SSEHeartbeat: sseHeartbeat}
 			if home, err := os.UserHomeDir(); err == nil {
 				cfg.UserHome = home // ~/.zidane/agents, skills and commands (issue 27)
 			}
@@ -399,6 +402,9 @@ func startCmd() *cobra.Command {
 				where = databaseHint(cfg.DatabaseURL)
 			}
 			fmt.Printf("zidane-server %s listening on %s://%s (health: %s://%s/healthz)\n", server.Version, scheme, addr, strings.Replace(scheme, "ws", "http", 1), addr)
+			if sseBasePath != "" {
+				log.Info("SSE protocol v1 (HTTP + Server-Sent Events) served", "basePath", sseBasePath, "openapi", "/zidane/sse/openapi.json")
+			}
 			fmt.Printf("host %s · signal epoch %s · workspace roots %s\n", srv.HostID(), srv.Epoch(), strings.Join(srvRoots(roots), ", "))
 			if on, built := srv.WebApp(); on && built {
 				fmt.Printf("web app: open %s://%s/ in a browser (pair it with a code from: %s pair)\n", strings.Replace(scheme, "ws", "http", 1), addr, cfg.Binary)
@@ -458,6 +464,10 @@ func startCmd() *cobra.Command {
 	cmd.Flags().DurationVar(&limits.RequestTimeout, "request-timeout", 60*time.Second, "longest a request's handler may run")
 	cmd.Flags().IntVar(&limits.Replay.PerSessionSignals, "replay-signals", 2000, "signals the replay log of sessions.resume keeps per session (older ones answer gap: the client reloads)")
 	cmd.Flags().IntVar(&limits.SendQueueBytes, "send-queue-bytes", 64<<20, "outgoing bytes queued per connection before it is closed with 1013 (the client resumes)")
+	cmd.Flags().IntVar(&limits.MaxConnsPerToken, "max-conns-per-token", 8192, "WebSocket connections and SSE streams one token may have open at once (past it: 429)")
+	cmd.Flags().IntVar(&limits.MaxConnsPerAddress, "max-conns-per-address", 8192, "WebSocket connections and SSE streams one client address may have open at once (past it: 429)")
+	cmd.Flags().StringVar(&sseBasePath, "sse-base-path", protocol.SSEDefaultBasePath, "serve the SSE protocol v1 (HTTP + Server-Sent Events, docs/protocol.md \"SSE protocol\") under this path; \"\" turns it off")
+	cmd.Flags().DurationVar(&sseHeartbeat, "sse-heartbeat", 15*time.Second, "how often an idle SSE stream writes a comment line, so idle proxies keep it open")
 	cmd.Flags().IntVar(&limits.MaxWatches, "max-watches", watch.DefaultMax, "folders (kernel inotify watches) the server's one file watcher holds for all connections together (git.watch); keep it below fs.inotify.max_user_watches")
 	cmd.Flags().BoolVar(&allowCreateFolders, "allow-create-folders", false, "let chat tokens create folders in the workspace roots (fs.createFolder)")
 	cmd.Flags().BoolVar(&allowClone, "allow-clone", false, "let chat tokens clone repositories into the workspace roots (git.clone)")
