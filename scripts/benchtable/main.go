@@ -55,6 +55,7 @@ var figures = []figure{
 	{name: "`chat.send` → `run:start` on another replica (NATS) ÷ in-process, p50", cand: "FigReplicas/latency/3replicas-nats", base: "FigReplicas/latency/3replicas-nats", metric: "nats-p50-ns", baseMetric: "inprocess-p50-ns", op: "<=", target: 2, unit: "µs"},
 	{name: "latency a signal adds through JetStream, p50 (ns)", cand: "FigReplicas/latency/3replicas-nats", metric: "added-p50-ns", absolute: true, op: "<=", target: 1e6},
 	{name: "latency a signal adds through JetStream, p99 (ns)", cand: "FigReplicas/latency/3replicas-nats", metric: "added-p99-ns", absolute: true, op: "<=", target: 5e6},
+	{name: "MCP tool call through the agent (safelisted: mode, safelist, audit entry) ÷ direct Go SDK call", cand: "FigMCPCall/echo/agent", base: "FigMCPCall/echo/sdk-baseline", metric: "ns/op", op: "<=", target: 10, unit: "µs"},
 	{name: "RSS per idle handshaken connection (5000)", cand: "FigIdle/5000conns/server", base: "FigIdle/5000conns/raw-baseline", metric: "KiB/conn", op: "<=", target: 1.3, unit: "KiB"},
 	{name: "goroutines per idle connection", cand: "FigIdle/5000conns/server", metric: "goroutines/conn", absolute: true, op: "<=", target: 2},
 	{name: "goroutines left after 10,000 connections", cand: "FigIdle/churn10000/server", metric: "leaked-goroutines", absolute: true, op: "<=", target: 0},
