@@ -207,7 +207,7 @@ function Shell(props: { host: ServerHost; auth: Auth; theme: Theme; onTheme: (t:
 
   const signOut = async () => {
     // tokens.revokeSelf when the server offers it; the token is forgotten either way.
-    if (host.client.offers('tokens.revokeSelf')) await host.client.callDynamic('tokens.revokeSelf', {}).catch(() => {})
+    if (host.client.offers('tokens.revokeSelf')) await host.client.call('tokens.revokeSelf', {}).catch(() => {})
     props.onSignedOut()
   }
 

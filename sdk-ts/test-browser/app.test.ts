@@ -9,7 +9,7 @@ import { join } from 'node:path'
 import { after, before, describe, test } from 'node:test'
 import type { Browser, BrowserContext, Page } from 'playwright-core'
 import type { Database, ServerProcess } from '../test/helpers/server.js'
-import { exactCommand, exampleDir, freePort, launchBrowser, serverEmbedsApp, shotsDir, startFront, startServer, streamPieces } from './harness.js'
+import { exactCommand, exampleDir, freePort, launchBrowser, serveStatic, shotsDir, startServer, streamPieces } from './harness.js'
 
 const require = createRequire(import.meta.url)
 const axeSource = readFileSync(require.resolve('axe-core/axe.min.js'), 'utf8')
@@ -18,7 +18,6 @@ let browser: Browser
 let server: ServerProcess
 let db: Database
 let base: string
-let stopFront: (() => Promise<void>) | undefined
 let context: BrowserContext
 let page: Page
 const problems: string[] = []
@@ -90,13 +89,11 @@ async function shots(p: Page, name: string): Promise<void> {
 describe('web app in Chromium', () => {
   before(async () => {
     mkdirSync(shotsDir, { recursive: true })
-    const embedded = serverEmbedsApp()
-    const frontPort = embedded ? 0 : await freePort()
-    const started = await startServer(embedded ? [] : ['--allowed-origin', `http://127.0.0.1:${frontPort}`])
+    // No --allowed-origin: the page the server serves is same-origin.
+    const started = await startServer()
     server = started.server
     db = started.db
-    if (!embedded) stopFront = await startFront(frontPort, server.port)
-    base = `http://127.0.0.1:${embedded ? server.port : frontPort}`
+    base = `http://127.0.0.1:${server.port}`
     browser = await launchBrowser()
     context = await browser.newContext({ viewport: { width: 1100, height: 760 } })
     page = await context.newPage()
@@ -105,7 +102,6 @@ describe('web app in Chromium', () => {
 
   after(async () => {
     await browser?.close()
-    await stopFront?.()
     await server?.stop()
     server?.cleanup()
     db?.drop()
@@ -113,7 +109,7 @@ describe('web app in Chromium', () => {
 
   test('the components on an in-page run host (examples/ui-in-process): stream, tool row, question', async () => {
     const port = await freePort()
-    const stop = await startFront(port, 0, exampleDir)
+    const stop = await serveStatic(port, exampleDir)
     const p = await context.newPage()
     const seen: string[] = []
     p.on('pageerror', (e) => seen.push(e.message))
@@ -289,5 +285,24 @@ describe('web app in Chromium', () => {
     await waitForText(page, 'After the restart.')
     await waitIdle(page)
     problems.length = 0
+  })
+
+  test('sign out revokes the token on the server (tokens.revokeSelf) and forgets it', async () => {
+    const token = JSON.parse((await page.evaluate(() => localStorage.getItem('zidane.auth'))) ?? '{}').token as string
+    await page.getByRole('button', { name: 'Sign out' }).click()
+    await page.getByRole('textbox', { name: 'Pairing code' }).waitFor()
+    assert.equal(await page.evaluate(() => localStorage.getItem('zidane.auth')), null)
+    // The token is refused now: a socket offering it is turned away before the handshake.
+    const opened = await page.evaluate(
+      (t) =>
+        new Promise<boolean>((resolve) => {
+          const ws = new WebSocket(`ws://${location.host}/`, ['zidane', `zidane.bearer.${t}`])
+          ws.onopen = () => resolve(true)
+          ws.onerror = () => resolve(false)
+        }),
+      token,
+    )
+    assert.equal(opened, false)
+    problems.length = 0 // the refused socket logs a console error
   })
 })

@@ -6,7 +6,7 @@
 import { readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { gzipSync } from 'node:zlib'
-import { benchScripts, distDir, freePort, launchBrowser, serverEmbedsApp, startFront, startServer } from './harness.js'
+import { benchScripts, distDir, launchBrowser, startServer } from './harness.js'
 
 type Row = { figure: string; value: number; unit: string; op: '<=' | '>='; target: number }
 const rows: Row[] = []
@@ -63,11 +63,8 @@ function percentile(xs: number[], p: number): number {
 
 async function main(): Promise<void> {
   jsSizes()
-  const embedded = serverEmbedsApp()
-  const frontPort = embedded ? 0 : await freePort()
-  const { server, db } = await startServer([...(embedded ? [] : ['--allowed-origin', `http://127.0.0.1:${frontPort}`]), '--max-output-tokens', '200000'], benchScripts)
-  const stopFront = embedded ? undefined : await startFront(frontPort, server.port)
-  const base = `http://127.0.0.1:${embedded ? server.port : frontPort}`
+  const { server, db } = await startServer(['--max-output-tokens', '200000'], benchScripts)
+  const base = `http://127.0.0.1:${server.port}`
   const browser = await launchBrowser()
   try {
     const context = await browser.newContext({ viewport: { width: 1100, height: 760 } })
@@ -141,7 +138,6 @@ async function main(): Promise<void> {
     rows.push({ figure: `10,000-row transcript: long tasks over 50 ms scrolling to the top (${scroll.steps} frames)`, value: scroll.longtasks, unit: '', op: '<=', target: 0 })
   } finally {
     await browser.close()
-    await stopFront?.()
     await server.stop()
     server.cleanup()
     db.drop()

@@ -1,9 +1,8 @@
 // The browser tests' harness: the real bin/zidane-server (test/helpers/server.ts) serving the built
-// app (server/webapp/dist, embedded), scripted providers for each scenario, and one headless
+// app (server/webapp/dist, embedded by go:embed: build the app before bin/), scripted providers for each scenario, and one headless
 // Chromium (Debian's chromium with playwright-core, kept off the network by its flags) for every test.
-import { readdirSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import http from 'node:http'
-import net from 'node:net'
 import { join, extname, normalize } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { chromium, type Browser } from 'playwright-core'
@@ -79,52 +78,22 @@ export async function startServer(extra: string[] = [], more: Record<string, unk
   return { server, db, configDir }
 }
 
-/** Whether the binary serves the app itself (server/webapp has the embedding Go code). */
-export function serverEmbedsApp(): boolean {
-  const dir = join(repo, 'server', 'webapp')
-  return existsSync(dir) && readdirSync(dir).some((f) => f.endsWith('.go') && !f.endsWith('_test.go'))
-}
+const types: Record<string, string> = { '.html': 'text/html', '.js': 'text/javascript', '.css': 'text/css' }
 
-const types: Record<string, string> = { '.html': 'text/html', '.js': 'text/javascript', '.css': 'text/css', '.svg': 'image/svg+xml', '.json': 'application/json' }
-
-/**
- * Until the server embeds the app: a front on frontPort serving server/webapp/dist (index.html for
- * client routes) and passing everything else, WebSocket upgrades too, to the server unchanged.
- */
-export async function startFront(frontPort: number, backPort: number, root = distDir): Promise<() => Promise<void>> {
+/** A static server of a built page (the ui-in-process example, which needs no zidane-server). */
+export async function serveStatic(port: number, root: string): Promise<() => Promise<void>> {
   const srv = http.createServer((req, res) => {
-    const path = new URL(req.url ?? '/', 'http://x').pathname
-    if (req.method === 'GET' && !path.startsWith('/zidane/') && !['/healthz', '/version', '/protocol.json', '/metrics'].includes(path)) {
-      const file = normalize(join(root, path))
-      const f = file.startsWith(root) && existsSync(file) && extname(file) !== '' ? file : join(root, 'index.html')
-      res.writeHead(200, { 'content-type': types[extname(f)] ?? 'application/octet-stream', 'content-security-policy': "default-src 'self'; style-src 'self' 'unsafe-inline'; connect-src 'self'; frame-ancestors 'none'" })
-      res.end(readFileSync(f))
-      return
-    }
-    const up = http.request({ host: '127.0.0.1', port: backPort, method: req.method, path: req.url, headers: req.headers }, (r) => {
-      res.writeHead(r.statusCode ?? 502, r.headers)
-      r.pipe(res)
+    const file = normalize(join(root, new URL(req.url ?? '/', 'http://x').pathname))
+    const f = file.startsWith(root) && existsSync(file) && extname(file) !== '' ? file : join(root, 'index.html')
+    res.writeHead(200, { 'content-type': types[extname(f)] ?? 'application/octet-stream' })
+    res.end(readFileSync(f))
+  })
+  await new Promise<void>((r) => srv.listen(port, '127.0.0.1', () => r()))
+  return () =>
+    new Promise<void>((r) => {
+      srv.closeAllConnections()
+      srv.close(() => r())
     })
-    up.on('error', () => res.destroy())
-    req.pipe(up)
-  })
-  srv.on('upgrade', (req, socket, head) => {
-    const up = net.connect(backPort, '127.0.0.1', () => {
-      let raw = `${req.method} ${req.url} HTTP/1.1\r\n`
-      for (let i = 0; i < req.rawHeaders.length; i += 2) raw += `${req.rawHeaders[i]}: ${req.rawHeaders[i + 1]}\r\n`
-      up.write(raw + '\r\n')
-      if (head.length) up.write(head)
-      up.pipe(socket)
-      socket.pipe(up)
-    })
-    up.on('error', () => socket.destroy())
-    socket.on('error', () => up.destroy())
-  })
-  await new Promise<void>((r) => srv.listen(frontPort, '127.0.0.1', () => r()))
-  return () => new Promise<void>((r) => {
-    srv.closeAllConnections()
-    srv.close(() => r())
-  })
 }
 
 export { freePort }

@@ -31,9 +31,9 @@ assertType<Equal<typeof ErrorCode.HandshakeRequired, -32011>>(true)
 
 // Negative tests: each line below must be a type error.
 export const negatives = [
-  // A missing required field (prompt).
+  // A missing required field (sessionId; prompt is optional since chat.send takes commands).
   // @ts-expect-error
-  { jsonrpc: '2.0', id: 1, method: 'chat.send', params: { sessionId: 's' } } satisfies Request<'chat.send'>,
+  { jsonrpc: '2.0', id: 1, method: 'chat.send', params: { prompt: 'p' } } satisfies Request<'chat.send'>,
   // A wrong kind.
   // @ts-expect-error
   { jsonrpc: '2.0', method: 'ipc.signal', params: { kind: 'run:begin', sessionId: 's', runId: 'r' } } satisfies SignalNotification,
