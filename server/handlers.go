@@ -433,6 +433,9 @@ func (h chatHandler) Send(ctx context.Context, p *protocol.ChatSendParams) (*pro
 	if h.s.draining.Load() {
 		return nil, protocol.NewHandlerFailedError("The server is shutting down; send the prompt again once it is back.")
 	}
+	if err := h.s.refuseWhileDegraded(); err != nil {
+		return nil, err
+	}
 	if p.Model != nil && *p.Model != x.Model {
 		if x, err = h.s.setModel(ctx, x.ID, *p.Model, "/model"); err != nil {
 			return nil, err
@@ -443,6 +446,21 @@ func (h chatHandler) Send(ctx context.Context, p *protocol.ChatSendParams) (*pro
 		return nil, err
 	}
 	runID, stored, err := h.s.runs.StartPrompt(ctx, x, prompt, originOf(connFrom(ctx)))
+	if owner, ok := elsewhere(err); ok {
+		// The session runs on another replica: the prompt is queued there (one hop; the
+		// owner answers a forwarded one itself, whatever it finds).
+		if _, fwd := forwardedActor(ctx); !fwd {
+			var out protocol.ChatSendResult
+			err := h.s.forward(ctx, owner, protocol.MethodChatSend, p, &out)
+			tookEffect(ctx)
+			if err != nil {
+				return nil, err
+			}
+			return &out, nil
+		}
+		tookEffect(ctx)
+		return nil, protocol.NewHandlerFailedError(fmt.Sprintf("The session now runs on replica %q; send the prompt again.", owner))
+	}
 	tookEffect(ctx) // started or queued: the connection's next prompt goes behind it
 	if err != nil {
 		return nil, agentErr(h.s.notFoundAfterCache(x.ID, hint, err))
@@ -579,6 +597,13 @@ func (h chatHandler) Cancel(ctx context.Context, p *protocol.ChatCancelParams) (
 	runID := ""
 	if p.RunID != nil {
 		runID = *p.RunID
+	}
+	if owner := h.s.ownerElsewhere(ctx, p.SessionID); owner != "" {
+		var out protocol.ChatCancelResult
+		if err := h.s.forward(ctx, owner, protocol.MethodChatCancel, p, &out); err != nil {
+			return nil, err
+		}
+		return &out, nil
 	}
 	return &protocol.ChatCancelResult{Cancelled: h.s.runs.Cancel(p.SessionID, runID)}, nil
 }

@@ -27,6 +27,9 @@ type auditHandler struct{ s *Server }
 
 // actorOf is the name of the token a request came with (the audit log's actor).
 func actorOf(ctx context.Context) string {
+	if a, ok := forwardedActor(ctx); ok {
+		return a // a call another replica forwarded: its caller's token
+	}
 	if c := connFrom(ctx); c != nil {
 		return c.token.Name
 	}
@@ -43,6 +46,13 @@ func (h approvalsHandler) Answer(ctx context.Context, p *protocol.ApprovalsAnswe
 	}
 	if !p.Decision.IsKnown() {
 		return nil, protocol.NewInvalidParamsError(fmt.Sprintf("params/decision: %q is not a decision; answer allow, always or deny.", p.Decision), &protocol.InvalidParamsErrorData{Pointer: "/decision"})
+	}
+	if owner := h.s.ownerElsewhere(ctx, p.SessionID); owner != "" { // its run is on another replica
+		var out protocol.ApprovalsAnswerResult
+		if err := h.s.forward(ctx, owner, protocol.MethodApprovalsAnswer, p, &out); err != nil {
+			return nil, err
+		}
+		return &out, nil
 	}
 	r, err := h.s.gate.Answer(ctx, p.SessionID, p.RequestID, p.Decision, actorOf(ctx))
 	if err != nil {

@@ -23,6 +23,13 @@ func (h interactionsHandler) Answer(ctx context.Context, p *protocol.Interaction
 			a.Choices = []string{}
 		}
 	}
+	if owner := h.s.ownerElsewhere(ctx, p.SessionID); owner != "" { // its run is on another replica
+		var out protocol.InteractionsAnswerResult
+		if err := h.s.forward(ctx, owner, protocol.MethodInteractionsAnswer, p, &out); err != nil {
+			return nil, err
+		}
+		return &out, nil
+	}
 	if err := h.s.gate.AnswerQuestion(p.SessionID, p.RequestID, a, actorOf(ctx)); err != nil {
 		return nil, agentErr(err)
 	}

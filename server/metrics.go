@@ -43,6 +43,23 @@ func newMetrics(s *Server) *metrics {
 			Name: "zidane_closes_total", Help: "Connections the server closed, by WebSocket close code.",
 		}, []string{"code"}),
 	}
+	// Per replica (issue 25 §4): every replica serves its own figures; zidane_replica_info names
+	// it (join on the scrape's instance), the lease gauge and call counters are its share.
+	replica := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "zidane_replica_info", Help: "Always 1; the replica label is this process's --replica-id.",
+		ConstLabels: prometheus.Labels{"replica": s.replica.ID()},
+	})
+	replica.Set(1)
+	leases := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "zidane_run_leases", Help: "Run leases this replica holds (sessions it runs or queues prompts for).",
+	}, func() float64 { return float64(s.replica.Held()) })
+	callsMade := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "zidane_replica_calls_made_total", Help: "Calls this replica sent to the replica owning a run (prompt, cancel, answers).",
+	}, func() float64 { made, _ := s.replica.Calls(); return float64(made) })
+	callsServed := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "zidane_replica_calls_served_total", Help: "Calls of other replicas this replica answered for the runs it owns.",
+	}, func() float64 { _, served := s.replica.Calls(); return float64(served) })
+	reg.MustRegister(replica, leases, callsMade, callsServed)
 	reg.MustRegister(m.connections, m.requests, m.signals, m.closes,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})

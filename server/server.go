@@ -26,6 +26,7 @@ import (
 	"github.com/zidane-server/zidane/server/agent/mcp"
 	"github.com/zidane-server/zidane/server/agent/tools"
 	"github.com/zidane-server/zidane/server/sse"
+	"github.com/zidane-server/zidane/server/cluster"
 	"github.com/zidane-server/zidane/server/store"
 	"github.com/zidane-server/zidane/server/webapp"
 	"github.com/zidane-server/zidane/server/workspace"
@@ -211,6 +212,18 @@ type Config struct {
 	SSEBasePath string
 	// SSEHeartbeat is how often an idle SSE stream writes a comment line; default 15 s.
 	SSEHeartbeat time.Duration
+	// ReplicaID names this process among the replicas of one database (issue 25; --replica-id):
+	// unique per replica and the same across its restarts; default the host name.
+	ReplicaID string
+	// LeaseTTL and LeaseHeartbeat are the run lease bound and its renewal interval; defaults
+	// cluster.DefaultLeaseTTL (10 s) and cluster.DefaultHeartbeat (2 s) (docs/scaling.md).
+	LeaseTTL, LeaseHeartbeat time.Duration
+	// SignalHealth, when set, is the shared signal hub's health (cluster.Health): /healthz and
+	// chat.send follow it. Nil: signals stay in this process, always healthy.
+	SignalHealth cluster.Health
+	// SignalTail, when set, gives a replica taking over a dead one's run what that run streamed
+	// but did not write (cluster.Tail), and makes it send the run's run:end.
+	SignalTail cluster.Tail
 }
 
 // MakeRunEnv is the variable `make run` sets so that refusals naming a start flag also say how
@@ -257,6 +270,7 @@ type Server struct {
 	tools     *agent.ToolHost // the agent's tools behind approvals
 	pairs     *pairLimiter
 	metrics   *metrics
+	replica   *cluster.Replica // this process among the replicas of its database (replicas.go)
 
 	connsMu  sync.Mutex
 	conns    map[*conn]struct{}
@@ -348,6 +362,9 @@ func New(ctx context.Context, cfg Config, st *store.Store) (*Server, error) {
 		return nil, fmt.Errorf("read host id: %w", err)
 	}
 	hn, _ := os.Hostname()
+	if cfg.ReplicaID == "" {
+		cfg.ReplicaID = hn
+	}
 	base, stop := context.WithCancel(context.Background())
 	s := &Server{
 		cfg: cfg, ws: ws, store: st, log: cfg.Logger, hostID: hostID, epoch: uuid.NewString(),
@@ -367,15 +384,21 @@ func New(ctx context.Context, cfg Config, st *store.Store) (*Server, error) {
 			QueueRecords: cfg.Limits.SendQueueMessages, QueueBytes: cfg.Limits.SendQueueBytes, WriteTimeout: cfg.Limits.WriteTimeout, Logger: cfg.Logger}, sseBackend{s})
 	}
 	s.pairs = newPairLimiter()
-	s.metrics = newMetrics(s)
-	s.hub.published = s.metrics.signals
 	s.gate = agent.NewGate(st, agentReporter{s}, cfg.ApprovalTimeout)
 	s.tools = &agent.ToolHost{WS: ws, Config: cfg.Tools, Gate: s.gate, Store: st, Reporter: agentReporter{s}, Logger: s.log}
+	s.replica, err = cluster.New(cluster.Config{Store: st, ID: cfg.ReplicaID, LeaseTTL: cfg.LeaseTTL, Heartbeat: cfg.LeaseHeartbeat,
+		Logger: s.log, Handle: s.handleReplicaCall, TakeOver: s.takeOver, Lost: s.leasesLost})
+	if err != nil {
+		stop()
+		return nil, err
+	}
+	s.metrics = newMetrics(s)
+	s.hub.published = s.metrics.signals
 	s.runs, err = agent.New(agent.Config{
 		Store: st, Reporter: agentReporter{s}, Logger: s.log,
 		MaxMessageBytes: int(cfg.Limits.MaxMessageBytes), StepDelay: cfg.StepDelay,
 		Models: cfg.Models, SystemPrompt: cfg.SystemPrompt, Limits: cfg.RunLimits, DefsHome: cfg.UserHome,
-		Tools: agent.HostTools{Host: s.tools}, Workspace: ws,
+		Tools: agent.HostTools{Host: s.tools}, Workspace: ws, Leases: s.replica,
 		AutoCompact: func(ctx context.Context) bool {
 			set, err := s.loadSettings(ctx)
 			return err != nil || set.AutoCompact == nil || *set.AutoCompact
@@ -384,13 +407,6 @@ func New(ctx context.Context, cfg Config, st *store.Store) (*Server, error) {
 	if err != nil {
 		stop()
 		return nil, err
-	}
-	if ids, err := s.runs.Recover(ctx); err != nil {
-		stop()
-		s.runs.Close()
-		return nil, fmt.Errorf("end the runs a previous process left: %w", err)
-	} else if len(ids) > 0 {
-		cfg.Logger.Warn("sessions were left running by a previous process that stopped without ending them; marked interrupted", "sessions", len(ids))
 	}
 	s.handlers = &handlers{s: s}
 	if cfg.WebApp {
@@ -418,7 +434,20 @@ func New(ctx context.Context, cfg Config, st *store.Store) (*Server, error) {
 	s.watcher = watch.New(cfg.Limits.MaxWatches)
 	s.newMCP()
 	s.terms = map[string]*termJob{}
-	go st.ListenTokenRevocations(base, time.Second, s.closeTokenConns, s.recheckTokens)
+	// Registered before any run: the runs a previous process of this replica (or a dead
+	// replica) left are ended first (issue 8 "Crashes", issue 25 §2).
+	if err := s.replica.Start(base); err != nil {
+		stop()
+		s.runs.Close()
+		return nil, fmt.Errorf("end the runs a previous process left: %w", err)
+	}
+	// One LISTEN connection carries token revocations and the calls between replicas.
+	notices := s.replica.Notices()
+	notices[store.TokenRevokedChannel] = s.closeTokenConns
+	go st.Listen(base, time.Second, notices, func() {
+		s.recheckTokens()
+		s.replica.Listening(base)
+	})
 	go s.recheckTokensEvery(cfg.TokenRecheck)
 	return s, nil
 }
@@ -648,6 +677,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			fmt.Fprint(w, "degraded: database unavailable")
 			return
 		}
+		if err := s.signalsUnhealthy(); err != nil {
+			// Connections stay; new runs are refused until NATS answers again (docs/scaling.md).
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprint(w, "degraded: NATS unreachable, new runs refused: "+err.Error())
+			return
+		}
 		fmt.Fprint(w, "ok")
 	case r.Method == http.MethodGet && r.URL.Path == "/version":
 		w.Header().Set("Content-Type", "application/json")
@@ -771,6 +806,7 @@ func (s *Server) Shutdown(ctx context.Context) {
 	if bus := s.hub.bus.Load(); bus != nil {
 		defer bus.Close() // after the connections: the runs' last signals went out
 	}
+	s.replica.Close(ctx) // its leases end with it: the others need not wait for the lease bound
 	s.connsMu.Lock()
 	cs := make([]*conn, 0, len(s.conns))
 	for c := range s.conns {

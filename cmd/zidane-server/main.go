@@ -41,6 +41,7 @@ import (
 	"github.com/zidane-server/zidane/protocol"
 	"github.com/zidane-server/zidane/server"
 	"github.com/zidane-server/zidane/server/agent"
+	"github.com/zidane-server/zidane/server/cluster"
 	"github.com/zidane-server/zidane/server/oneline"
 	"github.com/zidane-server/zidane/server/store"
 	"github.com/zidane-server/zidane/server/workspace"
@@ -227,6 +228,8 @@ func logger() *slog.Logger {
 func startCmd() *cobra.Command {
 	var db dbFlags
 	var listen string
+	var replicaID string
+	var leaseTTL, leaseHeartbeat time.Duration
 	var roots, origins []string
 	var sseBasePath string
 	var sseHeartbeat time.Duration
@@ -347,6 +350,11 @@ func startCmd() *cobra.Command {
 				cfg.DatabaseURL = db.databaseURL
 			}
 			cfg.NATSURL, cfg.NATSStream = natsURL, natsStream
+			cfg.ReplicaID, cfg.LeaseTTL, cfg.LeaseHeartbeat = replicaID, leaseTTL, leaseHeartbeat
+			if cfg.ReplicaID == "" { // the same across restarts on this data dir, distinct per data dir
+				hn, _ := os.Hostname()
+				cfg.ReplicaID = hn + ":" + db.dataDir
+			}
 			srv, err := server.New(ctx, cfg, st)
 			if err != nil {
 				ln.Close()
@@ -448,6 +456,9 @@ func startCmd() *cobra.Command {
 	}
 	db.add(cmd)
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:4380", "address to listen on (HTTP and WebSocket on one port)")
+	cmd.Flags().StringVar(&replicaID, "replica-id", "", "this server's id among the replicas sharing its database: unique per replica, the same across its restarts (default host name:data dir; docs/scaling.md)")
+	cmd.Flags().DurationVar(&leaseTTL, "lease-ttl", cluster.DefaultLeaseTTL, "how long a replica's run leases outlive its last heartbeat: another replica takes over a dead one's runs past it (docs/scaling.md)")
+	cmd.Flags().DurationVar(&leaseHeartbeat, "lease-heartbeat", cluster.DefaultHeartbeat, "how often a replica renews its run leases (below --lease-ttl)")
 	cmd.Flags().StringArrayVar(&roots, "workspace-root", nil, "folder sessions may work in (repeatable; default the current directory)")
 	cmd.Flags().StringArrayVar(&origins, "allowed-origin", nil, "browser origin allowed to connect, scheme://host[:port] (repeatable; also $ZIDANE_SERVER_ALLOWED_ORIGINS, comma-separated)")
 	cmd.Flags().StringVar(&unixSocket, "unix-socket", "", "also serve the protocol on this unix socket (mode 0600)")

@@ -92,6 +92,24 @@ type Config struct {
 	// a turn would otherwise leave them out to fit the context window (the autoCompact setting;
 	// issue 28). Nil: never.
 	AutoCompact func(context.Context) bool
+	// Leases, when set, holds a session's run lease while the session has a run, queued prompts
+	// or dropped runs on this runtime (issue 25 §2, several replicas on one database); nil: no
+	// lease is taken (the runtime alone runs the database's sessions).
+	Leases Leases
+}
+
+// Leases are the run leases of the sessions a runtime runs (server/cluster implements them).
+type Leases interface {
+	// Acquire takes the session's lease for the run runID, which starts on this runtime, and
+	// returns its generation. An error refuses the run (Start returns it as is): for instance
+	// another replica holds the lease.
+	Acquire(ctx context.Context, sessionID, runID string) (gen string, err error)
+	// Running records that the follow-up runID now holds the session under lease gen. It must
+	// not block.
+	Running(sessionID, gen, runID string)
+	// Release gives back the lease of generation gen: the session has no run left here. It must
+	// not block (it is called at a run's end).
+	Release(sessionID, gen string)
 }
 
 // Refusal is an error a client can act on: Message says what happened and what to do. The
@@ -132,6 +150,7 @@ type Runtime struct {
 	rewriting map[string]bool
 
 	content sync.Map // session id → *sync.Mutex: see contentLock
+	leasing sync.Map // session id → *sync.Mutex: held while Start takes the session's lease
 }
 
 type run struct {
@@ -147,6 +166,7 @@ type run struct {
 	queuedAt              time.Time            // when it was queued as a follow-up (queue.list)
 	promptEv              protocol.StreamEvent // its user-prompt event as sent, set by launch
 	start                 *runStart            // its prompt's write (launch)
+	leaseGen              string               // the session's run lease it runs under (Config.Leases); "" without
 }
 
 // droppedRun is a run that ended before it started: a cancelled or interrupted follow-up, or one
@@ -206,6 +226,34 @@ func (r *Runtime) Start(ctx context.Context, x store.Session, prompt string, ori
 // StartPrompt is Start with a command's prompt: the user-prompt event records p.Command and
 // p.Arguments beside the text. x may carry a command's agent and model for this run only.
 func (r *Runtime) StartPrompt(ctx context.Context, x store.Session, p Prompt, origin Origin) (runID string, stored func(context.Context) error, err error) {
+	if r.cfg.Leases == nil {
+		return r.start(ctx, x, p, origin, uuid.NewString(), "")
+	}
+	// The session's lease is taken when nothing runs it here; Starts of one session take turns,
+	// so a second one queues behind the first under its lease.
+	l, _ := r.leasing.LoadOrStore(x.ID, new(sync.Mutex))
+	l.(*sync.Mutex).Lock()
+	defer l.(*sync.Mutex).Unlock()
+	r.mu.Lock()
+	idle := r.active[x.ID] == nil && !r.closed && r.base.Err() == nil
+	r.mu.Unlock()
+	id := uuid.NewString()
+	if !idle {
+		return r.start(ctx, x, p, origin, id, "")
+	}
+	gen, err := r.cfg.Leases.Acquire(ctx, x.ID, id)
+	if err != nil {
+		return "", nil, err
+	}
+	runID, stored, err = r.start(ctx, x, p, origin, id, gen)
+	if err != nil {
+		r.cfg.Leases.Release(x.ID, gen)
+	}
+	return runID, stored, err
+}
+
+// start is StartPrompt with the run's id and, when it may start at once, its lease generation.
+func (r *Runtime) start(ctx context.Context, x store.Session, p Prompt, origin Origin, id, gen string) (runID string, stored func(context.Context) error, err error) {
 	prompt := p.Text
 	r.mu.Lock()
 	if r.closed || r.base.Err() != nil {
@@ -224,8 +272,9 @@ func (r *Runtime) StartPrompt(ctx context.Context, x store.Session, p Prompt, or
 		return "", nil, &Refusal{fmt.Sprintf("Session %q is being rolled back, restored or compacted; send the prompt again once that call answers.", x.ID)}
 	}
 	runCtx, cancel := context.WithCancel(r.base)
-	ru := &run{id: uuid.NewString(), sessionID: x.ID, prompt: prompt, command: p.Command, arguments: p.Arguments, session: x, origin: origin, ctx: runCtx, cancel: cancel}
-	if _, busy := r.active[x.ID]; busy {
+	ru := &run{id: id, sessionID: x.ID, prompt: prompt, command: p.Command, arguments: p.Arguments, session: x, origin: origin, ctx: runCtx, cancel: cancel, leaseGen: gen}
+	if act, busy := r.active[x.ID]; busy {
+		ru.leaseGen = act.leaseGen // a follow-up runs under the running prompt's lease
 		if len(r.pending[x.ID]) >= MaxFollowUps {
 			r.mu.Unlock()
 			cancel()
@@ -325,6 +374,9 @@ func (r *Runtime) advance(ru *run) {
 					next.streaming = true
 				} else {
 					delete(r.active, sid)
+					if ru.leaseGen != "" && r.cfg.Leases != nil {
+						defer r.cfg.Leases.Release(sid, ru.leaseGen)
+					}
 				}
 			}
 			r.mu.Unlock()
@@ -337,6 +389,9 @@ func (r *Runtime) advance(ru *run) {
 	}
 	r.rep.RunningChanged()
 	if next != nil {
+		if next.leaseGen != "" && r.cfg.Leases != nil {
+			r.cfg.Leases.Running(sid, next.leaseGen, next.id)
+		}
 		r.publishQueue(sid)
 		r.launch(context.Background(), next)
 	}
@@ -768,6 +823,43 @@ func (r *Runtime) Recover(ctx context.Context) ([]string, error) {
 		row, _ := r.writer.row(sessionID, &protocol.ErrorEvent{Message: InterruptedMessage})
 		return row
 	})
+}
+
+// TakeOver ends the runs no live replica owns (store.TakeOverRuns; issue 25 §2): the runs of
+// dead replicas, those without a lease and, at startup, this replica's own leftovers. Each
+// session gets what unwritten returns for it (what the dead owner streamed but did not write,
+// from the shared signal stream; nil: nothing known, then the last checkpoint is kept), an error
+// event with InterruptedMessage and the status "interrupted". Call it at start before any run
+// (startup true), and then periodically.
+func (r *Runtime) TakeOver(ctx context.Context, replica string, startup bool, unwritten func(ctx context.Context, sessionID string) []protocol.StreamEvent) ([]store.TakenRun, error) {
+	var un func(context.Context, string) []store.EventRow
+	if unwritten != nil {
+		un = func(ctx context.Context, sessionID string) []store.EventRow {
+			var rows []store.EventRow
+			for _, ev := range unwritten(ctx, sessionID) {
+				if row, ok := r.writer.row(sessionID, ev); ok {
+					rows = append(rows, row)
+				}
+			}
+			return rows
+		}
+	}
+	return r.st.TakeOverRuns(ctx, replica, startup, func(sessionID string) store.EventRow {
+		row, _ := r.writer.row(sessionID, &protocol.ErrorEvent{Message: InterruptedMessage})
+		return row
+	}, un)
+}
+
+// CancelAll cancels every running prompt (as chat.cancel does): how a replica that lost its
+// leases stops the runs another replica has taken over. It returns the sessions it stopped.
+func (r *Runtime) CancelAll() []string {
+	var out []string
+	for _, sid := range r.Running() {
+		if r.Cancel(sid, "") {
+			out = append(out, sid)
+		}
+	}
+	return out
 }
 
 // Forget drops what the runtime holds of a deleted session: its conversation in memory and its

@@ -253,6 +253,13 @@ func (s *Store) RevokedAmong(ctx context.Context, ids []string) ([]string, error
 // at once and then at most every ListenWarnEvery (with the failed attempts since the last line;
 // each attempt is a debug line), and one info line says when it listens again (field case T13).
 func (s *Store) ListenTokenRevocations(ctx context.Context, retry time.Duration, fn func(tokenID string), onListen func()) {
+	s.Listen(ctx, retry, map[string]func(string){revokeChannel: fn}, onListen)
+}
+
+// Listen is ListenTokenRevocations for several channels on one connection: fns maps a channel
+// (TokenRevokedChannel, ReplicaCallChannel, ...) to the function called with each of its
+// payloads, in the order they arrive. onListen and the log lines are ListenTokenRevocations'.
+func (s *Store) Listen(ctx context.Context, retry time.Duration, fns map[string]func(payload string), onListen func()) {
 	var lim warnLimit
 	listening := func() {
 		if n, since, ok := lim.ok(); ok {
@@ -263,7 +270,7 @@ func (s *Store) ListenTokenRevocations(ctx context.Context, retry time.Duration,
 		}
 	}
 	for ctx.Err() == nil {
-		err := s.listenOnce(ctx, fn, listening)
+		err := s.listenOnce(ctx, fns, listening)
 		if ctx.Err() != nil {
 			return
 		}
@@ -318,14 +325,16 @@ func (l *warnLimit) ok() (n int, since time.Time, ok bool) {
 	return n, since, ok
 }
 
-func (s *Store) listenOnce(ctx context.Context, fn func(string), listening func()) error {
+func (s *Store) listenOnce(ctx context.Context, fns map[string]func(string), listening func()) error {
 	c, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return err
 	}
 	defer c.Release()
-	if _, err := c.Exec(ctx, "LISTEN "+revokeChannel); err != nil {
-		return err
+	for ch := range fns {
+		if _, err := c.Exec(ctx, "LISTEN "+pgx.Identifier{ch}.Sanitize()); err != nil {
+			return err
+		}
 	}
 	listening()
 	for {
@@ -335,6 +344,8 @@ func (s *Store) listenOnce(ctx context.Context, fn func(string), listening func(
 			c.Conn().Close(context.Background())
 			return err
 		}
-		fn(n.Payload)
+		if fn := fns[n.Channel]; fn != nil {
+			fn(n.Payload)
+		}
 	}
 }
