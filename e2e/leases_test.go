@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"encoding/json"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
@@ -11,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/zidane-server/zidane/server/hub/jetstream/natstest"
 	"github.com/zidane-server/zidane/server/store/storetest"
 )
 
@@ -192,4 +195,36 @@ func TestReplicaKilledRunInterrupted(t *testing.T) {
 	d.result("sessions.get", map[string]any{"sessionId": sid2}, &sess)
 	assert.Equal(t, "interrupted", sess.Status, "the restarted replica ended its own run at its start, within a lease of 1h")
 	assert.Contains(t, loadEvents(t, d, sid2), "The server stopped during the run")
+}
+
+// TestReplicaDegradedWithoutNATS (issue 25 §4): a replica whose NATS is unreachable answers
+// /healthz 503 degraded and refuses new runs with a clear error, keeps its connections, and once
+// NATS is back answers ok and runs prompts again, without a restart.
+func TestReplicaDegradedWithoutNATS(t *testing.T) {
+	ns := natstest.Start(t)
+	s := startServer(t, serverOpts{dbURL: storetest.URL(t), extra: []string{"--nats-url", ns.URL}})
+	c := dial(t, s, s.mintToken("degraded", "chat"))
+	c.hello()
+	sid, _ := createSession(t, c)
+	health := func() (int, string) {
+		resp, err := http.Get("http://" + s.addr + "/healthz")
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	ns.Stop()
+	require.Eventually(t, func() bool { code, _ := health(); return code == http.StatusServiceUnavailable }, waitTimeout, 20*time.Millisecond)
+	_, body := health()
+	assert.Contains(t, body, "degraded: NATS unreachable, new runs refused")
+	e := c.callErr("chat.send", map[string]any{"sessionId": sid, "prompt": "Hello."})
+	assert.Equal(t, -32014, e.Code)
+	assert.Contains(t, e.Message, "New runs are refused while this replica cannot reach NATS")
+	c.result("sessions.get", map[string]any{"sessionId": sid}, nil) // the connection stays and answers
+
+	ns.Restart()
+	require.Eventually(t, func() bool { code, _ := health(); return code == http.StatusOK }, waitTimeout, 20*time.Millisecond)
+	run := sendPrompt(t, c, sid, "Hello.")
+	end := waitKind(t, c, "run:end", run)
+	assert.True(t, *end.OK, "runs again without a restart")
 }

@@ -158,7 +158,7 @@ func (s *Server) takeOver(ctx context.Context, startup bool) {
 		s.log.Warn("took over the runs of a replica whose lease expired; marked interrupted", "sessions", len(taken), "replica", taken[0].Replica)
 	}
 	for _, t := range taken {
-		if s.cfg.SignalTail != nil && t.RunID != "" {
+		if s.sharedSignals() && t.RunID != "" {
 			msg := agentInterruptedMessage
 			yes := true
 			if _, err := s.hub.publish(&protocol.RunEndSignal{SessionID: t.SessionID, RunID: t.RunID, OK: false, Error: &msg, Interrupted: &yes}, nil, ""); err != nil {
@@ -184,10 +184,19 @@ func (s *Server) leasesLost(reason string) {
 // signalsUnhealthy is the shared signal hub's health (Config.SignalHealth): nil when healthy or
 // when signals stay in this process.
 func (s *Server) signalsUnhealthy() error {
-	if s.cfg.SignalHealth == nil {
-		return nil
+	if s.cfg.SignalHealth != nil {
+		return s.cfg.SignalHealth.Healthy()
 	}
-	return s.cfg.SignalHealth.Healthy()
+	if bus := s.hub.bus.Load(); bus != nil && !bus.Connected() {
+		return errors.New("the connection to NATS is down; it reconnects on its own")
+	}
+	return nil
+}
+
+// sharedSignals reports whether signals travel between replicas (--nats-url, or a SignalTail):
+// then a taken-over run's run:end is sent, for the clients that saw its run:start elsewhere.
+func (s *Server) sharedSignals() bool {
+	return s.cfg.SignalTail != nil || s.hub.bus.Load() != nil
 }
 
 // refuseWhileDegraded is chat.send's refusal while the shared signal hub is unreachable: a run
