@@ -292,6 +292,7 @@ func (r *Runtime) runModel(ctx context.Context, ru *run) (protocol.RunSummary, s
 				if res.Sandbox != "" {
 					ev.Sandbox = ptr(protocol.SandboxPolicy(res.Sandbox))
 				}
+				ev.Media = res.Media
 				r.emit(ru, ev)
 			}
 			if err := ctx.Err(); err != nil {

@@ -147,6 +147,8 @@ type HostResult struct {
 	// Sandbox is the sandbox policy exec's command ran under (tool-result events carry it), ""
 	// otherwise.
 	Sandbox string
+	// Media are an MCP tool's images and audio (tool-result events carry them).
+	Media []protocol.ToolResultMedia
 }
 
 func (h *ToolHost) registry() *tools.Registry {
@@ -200,7 +202,7 @@ func (h *ToolHost) Do(ctx context.Context, c HostCall) HostResult {
 		return HostResult{Text: err.Error(), IsError: true}
 	}
 	res := h.gateAndRun(ctx, c, tool, checked, env, input)
-	return HostResult{Text: res.Content, IsError: res.IsError, Diff: res.Diff, Sandbox: res.Sandbox}
+	return HostResult{Text: res.Content, IsError: res.IsError, Diff: res.Diff, Sandbox: res.Sandbox, Media: res.Media}
 }
 
 // gateAndRun applies the approval rules to a checked call and runs it when they let it.

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"encoding/base64"
 	"os"
 	"path/filepath"
 	"strings"
@@ -95,6 +96,9 @@ func TestMCPToolsUnderApproval(t *testing.T) {
 	f.answer(t, req, protocol.ApprovalDecisionAllow)
 	res = <-ch
 	assert.Contains(t, res.Text, "[image image/png,")
+	require.Len(t, res.Media, 1, "the image travels as media on the tool-result")
+	assert.Equal(t, "image/png", res.Media[0].MimeType)
+	assert.Equal(t, base64.StdEncoding.EncodeToString(mcptest.PNG), res.Media[0].Data)
 	assert.Contains(t, res.Text, "embedded text")
 	f.setMode(t, store.ModeLocked)
 	res = f.run(t, "mcp__gotest__structured", `{"a":1,"b":2}`)

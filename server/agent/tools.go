@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/zidane-server/zidane/protocol"
 	"github.com/zidane-server/zidane/server/agent/defs"
 	"github.com/zidane-server/zidane/server/agent/provider"
 	"github.com/zidane-server/zidane/server/agent/provider/scripted"
@@ -37,6 +38,8 @@ type ToolResult struct {
 	// Sandbox is the sandbox policy exec's command ran under ("" otherwise); the tool-result
 	// event carries it.
 	Sandbox string
+	// Media are an MCP tool's images and audio; the tool-result event carries them.
+	Media []protocol.ToolResultMedia
 }
 
 // ToolRunner is the run loop's seam to the tools (server/agent/tools implements the real ones).
@@ -80,7 +83,7 @@ func (h HostTools) Tools(store.Session) []provider.Tool { return h.Host.Specs() 
 // Run implements ToolRunner.
 func (h HostTools) Run(ctx context.Context, c ToolCall) ToolResult {
 	res := h.Host.Do(ctx, HostCall{Session: c.Session, RunID: c.RunID, TurnID: c.TurnID, Origin: c.Origin, Call: c.Call, Agent: c.Agent})
-	return ToolResult{Text: res.Text, IsError: res.IsError, Diff: res.Diff, Sandbox: res.Sandbox}
+	return ToolResult{Text: res.Text, IsError: res.IsError, Diff: res.Diff, Sandbox: res.Sandbox, Media: res.Media}
 }
 
 // RunStarted implements RunStarter: the session's plans:snapshot follows run:start.

@@ -2,6 +2,7 @@ package tools
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -76,8 +77,25 @@ func (t MCPTool) Run(ctx context.Context, env *Env, input json.RawMessage) (*Res
 		return &Result{Content: err.Error(), IsError: true}, nil
 	}
 	r := mcp.Render(res)
+	var media []protocol.ToolResultMedia
+	total, dropped := 0, 0
+	for _, m := range r.Media {
+		n := base64.StdEncoding.EncodedLen(len(m.Data))
+		if total+n > MaxMediaBytes {
+			dropped++
+			continue
+		}
+		total += n
+		media = append(media, protocol.ToolResultMedia{MimeType: m.MIMEType, Data: base64.StdEncoding.EncodeToString(m.Data)})
+	}
 	h := newHeadTail(env.cfg().OutputMaxBytes)
 	_, _ = h.Write([]byte(r.Text))
 	text, cut := h.String()
-	return &Result{Content: text, IsError: r.IsError, Truncated: cut}, nil
+	if dropped > 0 {
+		text += fmt.Sprintf("\n[%d media block(s) left out: the result's media are kept up to %d bytes]", dropped, MaxMediaBytes)
+	}
+	return &Result{Content: text, IsError: r.IsError, Truncated: cut, Media: media}, nil
 }
+
+// MaxMediaBytes bounds the base64 media one tool result carries (1 MiB).
+const MaxMediaBytes = 1 << 20

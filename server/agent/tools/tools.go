@@ -17,6 +17,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/zidane-server/zidane/protocol"
 	"github.com/zidane-server/zidane/server/workspace"
 )
 
@@ -105,6 +106,9 @@ type Result struct {
 	// Sandbox is the sandbox policy exec's command ran under ("" for other tools, or without a
 	// sandbox).
 	Sandbox string
+	// Media are an MCP tool's images and audio (at most MaxMediaBytes in all), for the
+	// tool-result event.
+	Media []protocol.ToolResultMedia
 }
 
 // Failure is a tool error a model can read: what went wrong and what to do.
