@@ -208,3 +208,75 @@ func TestReplicaCuts(t *testing.T) {
 	require.True(t, rr.OK)
 	assert.Len(t, rr.Signals, len(sessionSignals(sigs, sid)))
 }
+
+// content is a transcript's text as a client shows it: the text of markdown and thinking events
+// in order (streamed pieces and the merged block read alike), other events as their kind.
+func content(t *testing.T, evs []json.RawMessage) string {
+	t.Helper()
+	var b strings.Builder
+	for _, e := range evs {
+		var m struct {
+			Kind string `json:"kind"`
+			Text string `json:"text"`
+		}
+		require.NoError(t, json.Unmarshal(e, &m))
+		if m.Kind == "markdown" || m.Kind == "thinking" {
+			b.WriteString(m.Text)
+		} else {
+			b.WriteString("\x00" + m.Kind + "\x00")
+		}
+	}
+	return b.String()
+}
+
+// A reload (sessions.loadEvents) on replica A while the session's run streams on replica B
+// answers a watermark consistent with its events: the events plus the signals after the
+// watermark are the transcript as it ends, nothing lost or twice, at every moment it is asked
+// (the replica that runs the session takes the snapshot: only it holds its unwritten rows).
+func TestReplicasReloadMidRun(t *testing.T) {
+	r := startReplicas(t, 3, "--scripted-step-delay", "15ms")
+	a, b, ref := dial(t, r.srv[0], r.tok), dial(t, r.srv[1], r.tok), dial(t, r.srv[2], r.tok)
+	a.hello()
+	b.hello()
+	epoch := ref.hello().SignalEpoch
+	sid, _ := createSession(t, b)
+	runID := sendPrompt(t, b, sid, "Say hello.")
+	type snap struct {
+		Events []json.RawMessage `json:"events"`
+		Epoch  string            `json:"signalEpoch"`
+		Seq    int64             `json:"$seq"`
+	}
+	var snaps []snap
+	end := make(chan []signal, 1)
+	go func() { end <- ref.collectRun(runID) }()
+	var sigs []signal
+	for sigs == nil {
+		var s snap
+		a.result("sessions.loadEvents", map[string]any{"sessionId": sid}, &s)
+		snaps = append(snaps, s)
+		select {
+		case sigs = <-end:
+		default:
+		}
+	}
+	var final snap
+	a.result("sessions.loadEvents", map[string]any{"sessionId": sid}, &final)
+	want := content(t, final.Events)
+	require.Contains(t, want, "\x00run-summary\x00")
+	mid := 0
+	for i, s := range snaps {
+		require.Equal(t, epoch, s.Epoch)
+		evs := append([]json.RawMessage{}, s.Events...)
+		for _, x := range sessionSignals(sigs, sid) {
+			if seqOf(x) > s.Seq && x.Kind == "event" {
+				evs = append(evs, x.Event)
+			}
+		}
+		assert.Equal(t, want, content(t, evs), "reload %d of %d (watermark %d)", i+1, len(snaps), s.Seq)
+		if s.Seq < seqOf(sigs[len(sigs)-1]) {
+			mid++
+		}
+	}
+	t.Logf("%d reloads, %d of them during the run", len(snaps), mid)
+	require.Positive(t, mid, "some reloads happened while the run streamed")
+}

@@ -23,7 +23,10 @@ func (a agentReporter) Publish(sig protocol.Signal, origin agent.Origin) error {
 }
 
 // RunningChanged implements agent.Reporter.
-func (a agentReporter) RunningChanged() { a.s.publishPresence() }
+func (a agentReporter) RunningChanged() {
+	a.s.reconcileSnapshots()
+	a.s.publishPresence()
+}
 
 // SessionChanged implements agent.Reporter: session:updated with the session as stored.
 func (a agentReporter) SessionChanged(x store.Session) { a.s.publishSession(x) }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -246,7 +247,20 @@ func (h sessionsHandler) Get(ctx context.Context, p *protocol.SessionsGetParams)
 // snapshotAt reads a session's transcript extent, its streaming block and the $seq watermark at
 // one moment (agent.Runtime.Consistent states the invariant): every signal of the session with
 // $seq <= seq has its content before mark or in open, none after seq has.
+//
+// With replicas on NATS JetStream, a session that runs on another replica is snapshotted there
+// (remoteSnapshot): only the replica that runs it holds its unwritten rows and open block.
 func (s *Server) snapshotAt(ctx context.Context, sessionID string) (mark store.Mark, open protocol.StreamEvent, seq int64, epoch string, err error) {
+	if s.Bus() != nil && !slices.Contains(s.runs.Running(), sessionID) {
+		if mark, open, seq, epoch, ok, err := s.remoteSnapshot(ctx, sessionID); ok {
+			return mark, open, seq, epoch, err
+		}
+	}
+	return s.localSnapshot(ctx, sessionID)
+}
+
+// localSnapshot is snapshotAt on this replica's runtime and hub.
+func (s *Server) localSnapshot(ctx context.Context, sessionID string) (mark store.Mark, open protocol.StreamEvent, seq int64, epoch string, err error) {
 	err = s.runs.Consistent(ctx, sessionID, func(o protocol.StreamEvent) error {
 		seq, epoch = s.hub.watermark(sessionID)
 		open = o
@@ -445,7 +459,9 @@ func (h chatHandler) Send(ctx context.Context, p *protocol.ChatSendParams) (*pro
 	if err != nil {
 		return nil, err
 	}
+	release := h.s.holdSnapshots(x.ID) // answer other replicas' snapshots from its first signal
 	runID, stored, err := h.s.runs.StartPrompt(ctx, x, prompt, originOf(connFrom(ctx)))
+	release()
 	if owner, ok := elsewhere(err); ok {
 		// The session runs on another replica: the prompt is queued there (one hop; the
 		// owner answers a forwarded one itself, whatever it finds).

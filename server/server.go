@@ -256,6 +256,7 @@ type Server struct {
 	store     *store.Store
 	log       *slog.Logger
 	hub       *hub
+	snaps     snapshotSubs // other replicas' snapshots of the sessions this one runs (natsbus.go)
 	handlers  *handlers
 	hostID    string
 	epoch     string

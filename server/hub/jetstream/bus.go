@@ -87,8 +87,8 @@ type Config struct {
 	Stream string
 	// Replica names this replica in HeaderReplica (unique among the replicas, e.g. a UUID).
 	Replica string
-	Limits Limits
-	Logger *slog.Logger
+	Limits  Limits
+	Logger  *slog.Logger
 	// Apply receives every sequenced signal of the stream, those this replica published too, in
 	// stream order, on one goroutine; first those the stream holds when the bus opens. Required.
 	Apply func(Message)
