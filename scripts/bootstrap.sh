@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs what `make run` and `make test` need and are missing: PostgreSQL server binaries
-# (for the managed local Postgres), the TypeScript toolchain of sdk-ts (npm ci, from the lock file), the
-# reference MCP server of e2e/mcp (npm ci) and
-# Chromium for the web app's browser tests (Debian's chromium, driven by playwright-core).
+# (for the managed local Postgres), the TypeScript toolchain of sdk-ts and the npm programs of e2e/*/
+# (npm ci, from their lock files: the reference MCP server of e2e/mcp, the authorization server of
+# e2e/oauth), and Chromium for the web app's browser tests (Debian's chromium, driven by playwright-core).
 # Usage: scripts/bootstrap.sh --server | --ts | --browser | --all
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -45,10 +45,15 @@ if [ "$want_ts" = 1 ]; then
   if [ -f sdk-ts/package-lock.json ] && { [ ! -d sdk-ts/node_modules ] || [ sdk-ts/package-lock.json -nt sdk-ts/node_modules/.package-lock.json ]; }; then
     (cd sdk-ts && npm ci --no-audit --no-fund --loglevel=error)
   fi
-  # The reference MCP server the MCP client's tests run (server/agent/mcp, issue 23).
-  if [ -f e2e/mcp/package-lock.json ] && { [ ! -d e2e/mcp/node_modules ] || [ e2e/mcp/package-lock.json -nt e2e/mcp/node_modules/.package-lock.json ]; }; then
-    (cd e2e/mcp && npm ci --no-audit --no-fund --loglevel=error)
-  fi
+  # The npm programs Go tests run (e2e/<name>/package.json with its lock): the reference MCP server
+  # of e2e/mcp (server/agent/mcp), the local authorization server of e2e/oauth (server/oauth).
+  for lock in e2e/*/package-lock.json; do
+    [ -f "$lock" ] || continue
+    d=$(dirname "$lock")
+    if [ ! -d "$d/node_modules" ] || [ "$lock" -nt "$d/node_modules/.package-lock.json" ]; then
+      (cd "$d" && npm ci --no-audit --no-fund --loglevel=error)
+    fi
+  done
 fi
 
 have_chromium() {
