@@ -22,11 +22,14 @@ import (
 // conn is one WebSocket connection: a read loop, a bounded send queue with a writer goroutine
 // that runs only while frames are queued, and the handshake state.
 type conn struct {
-	srv     *Server
-	ws      *websocket.Conn
-	cork    *corkConn // ws's network connection (cork.go); nil when it is not one
-	id      int64     // the connection's number in logs
-	token   store.Token
+	srv   *Server
+	ws    *websocket.Conn
+	cork  *corkConn // ws's network connection (cork.go); nil when it is not one
+	id    int64     // the connection's number in logs
+	token store.Token
+	// origin is the origin the connection reached the server by, as checked at the upgrade
+	// (connOrigin): an auth.oauth.begin redirectUri must be origin + /zidane/oauth/callback.
+	origin  string
 	scope   protocol.Scope
 	ctx     context.Context // cancelled when the connection ends: cancels its queries
 	cancel  context.CancelFunc
@@ -90,13 +93,14 @@ func connFrom(ctx context.Context) *conn {
 	return c
 }
 
-func (s *Server) serveConn(ws *websocket.Conn, tok store.Token, cork *corkConn, release func()) {
+func (s *Server) serveConn(ws *websocket.Conn, tok store.Token, cork *corkConn, release func(), origin string) {
 	ctx, cancel := context.WithCancel(s.baseCtx)
 	c := &conn{
 		srv:    s,
 		ws:     ws,
 		cork:   cork,
 		token:  tok,
+		origin: origin,
 		scope:  protocol.Scope(tok.Scope),
 		id:     s.connSeq.Add(1),
 		cancel: cancel,
@@ -138,6 +142,9 @@ func (c *conn) end() {
 	}
 	c.imu.Unlock()
 	c.srv.hub.remove(c)
+	if c.srv.oauth != nil {
+		c.srv.oauth.DropOwner(c)
+	}
 	c.cancel()
 	c.wg.Wait()
 	c.close(websocket.StatusNormalClosure, "")

@@ -11,4 +11,6 @@ var connResourceBounds = map[string]int{
 	// watch: repositories git.watch watches; every watch kind also shares the server-wide cap
 	// Limits.MaxWatches on kernel watches (field case T10).
 	"watch": maxWatchesPerConn,
+	// oauth-flow: MCP sign-ins begun and not yet completed or expired (handlers_auth.go).
+	"oauth-flow": maxOAuthFlowsPerConn,
 }

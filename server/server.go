@@ -26,6 +26,8 @@ import (
 	"github.com/zidane-server/zidane/server/agent/mcp"
 	"github.com/zidane-server/zidane/server/agent/tools"
 	"github.com/zidane-server/zidane/server/cluster"
+	"github.com/zidane-server/zidane/server/credstore"
+	"github.com/zidane-server/zidane/server/oauth"
 	"github.com/zidane-server/zidane/server/sse"
 	"github.com/zidane-server/zidane/server/store"
 	"github.com/zidane-server/zidane/server/webapp"
@@ -224,6 +226,18 @@ type Config struct {
 	// SignalTail, when set, gives a replica taking over a dead one's run what that run streamed
 	// but did not write (cluster.Tail), and makes it send the run's run:end.
 	SignalTail cluster.Tail
+	// CredentialKeyFile is --credential-key-file, the credential store's key (issue 23 §5);
+	// default <DataDir>/credential.key, created 0600. With neither, the auth group answers that
+	// the server has no credential store.
+	CredentialKeyFile string
+	// PublicURL is --public-url, the address browsers reach the server by; an https one lets
+	// MCP sign-ins use a Client ID Metadata Document (<PublicURL>/zidane/oauth/client.json).
+	PublicURL string
+	// MCPServers resolves MCP servers for sign-ins; default oauth.FileResolver of the server
+	// user's ~/.zidane/mcps.json (the MCP client replaces it with its merged configuration).
+	MCPServers oauth.Resolver
+	// OAuthHTTPClient makes the sign-ins' requests; default a client with a 30 s timeout.
+	OAuthHTTPClient *http.Client
 }
 
 // MakeRunEnv is the variable `make run` sets so that refusals naming a start flag also say how
@@ -320,6 +334,11 @@ type Server struct {
 	sse     *sse.Handler
 	streams sseStreams
 	bounds  *connBounds
+
+	// creds is the credential store and oauth the MCP sign-ins (handlers_auth.go); both nil
+	// without a key file (Config.CredentialKeyFile, DataDir).
+	creds *credstore.Store
+	oauth *oauth.Manager
 }
 
 // compile-time check that the server implements every generated handler interface.
@@ -353,6 +372,9 @@ func New(ctx context.Context, cfg Config, st *store.Store) (*Server, error) {
 	if cfg.DataDir != "" {
 		hidden = append(hidden, cfg.DataDir)
 	}
+	if cfg.CredentialKeyFile != "" { // the credential store's key, wherever it lives
+		hidden = append(hidden, cfg.CredentialKeyFile)
+	}
 	ws, err := workspace.New(cfg.WorkspaceRoots, hidden...)
 	if err != nil {
 		return nil, err
@@ -385,6 +407,10 @@ func New(ctx context.Context, cfg Config, st *store.Store) (*Server, error) {
 			QueueRecords: cfg.Limits.SendQueueMessages, QueueBytes: cfg.Limits.SendQueueBytes, WriteTimeout: cfg.Limits.WriteTimeout, Logger: cfg.Logger}, sseBackend{s})
 	}
 	s.pairs = newPairLimiter()
+	if err := s.newCredentials(ctx); err != nil {
+		stop()
+		return nil, err
+	}
 	s.gate = agent.NewGate(st, agentReporter{s}, cfg.ApprovalTimeout)
 	s.tools = &agent.ToolHost{WS: ws, Config: cfg.Tools, Gate: s.gate, Store: st, Reporter: agentReporter{s}, Logger: s.log}
 	s.replica, err = cluster.New(cluster.Config{Store: st, ID: cfg.ReplicaID, LeaseTTL: cfg.LeaseTTL, Heartbeat: cfg.LeaseHeartbeat,
@@ -398,7 +424,7 @@ func New(ctx context.Context, cfg Config, st *store.Store) (*Server, error) {
 	s.runs, err = agent.New(agent.Config{
 		Store: st, Reporter: agentReporter{s}, Logger: s.log,
 		MaxMessageBytes: int(cfg.Limits.MaxMessageBytes), StepDelay: cfg.StepDelay,
-		Models: cfg.Models, SystemPrompt: cfg.SystemPrompt, Limits: cfg.RunLimits, DefsHome: cfg.UserHome,
+		Models: s.storedModels(ctx), SystemPrompt: cfg.SystemPrompt, Limits: cfg.RunLimits, DefsHome: cfg.UserHome,
 		Tools: agent.HostTools{Host: s.tools}, Workspace: ws, Leases: s.replica,
 		AutoCompact: func(ctx context.Context) bool {
 			set, err := s.loadSettings(ctx)
@@ -706,6 +732,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.serveTokenCheck(w, r)
 	case r.URL.Path == "/zidane/media":
 		s.serveMedia(w, r)
+	case r.URL.Path == oauth.CallbackPath:
+		s.serveOAuthCallback(w, r)
+	case r.URL.Path == oauth.ClientMetadataPath:
+		s.serveOAuthClientMetadata(w, r)
 	case r.Method == http.MethodGet && r.URL.Path == "/protocol.json":
 		w.Header().Set("Content-Type", "application/schema+json")
 		w.Write(protocol.BundledSchema)
@@ -786,7 +816,7 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request) {
 	// The connection is served on a goroutine of its own, with a fresh small stack: the HTTP
 	// handler's goroutine grew its stack through the upgrade (the token check) and would keep it
 	// as the idle reader's (the idle figure of docs/benchmarks.md).
-	go s.serveConn(ws, tok, cw.conn, release)
+	go s.serveConn(ws, tok, cw.conn, release, s.connOrigin(r))
 }
 
 // Shutdown closes every connection with 1001, waits for runs to end as interrupted (bounded by
@@ -803,6 +833,9 @@ func (s *Server) Shutdown(ctx context.Context) {
 	}
 	s.runs.Shutdown(runCtx)
 	s.runs.Flush(ctx)
+	if s.oauth != nil {
+		s.oauth.Close() // open sign-ins end; their clients begin again once the server is back
+	}
 	s.mcp.Close()
 	if bus := s.hub.bus.Load(); bus != nil {
 		defer bus.Close() // after the connections: the runs' last signals went out

@@ -235,6 +235,7 @@ func startCmd() *cobra.Command {
 	var sseHeartbeat time.Duration
 	var stepDelay time.Duration
 	var unixSocket string
+	var credentialKeyFile, publicURL string
 	var limits server.Limits
 	var allowClone, projectTerminals, allowCreateFolders, webApp bool
 	var sb server.SandboxConfig
@@ -342,7 +343,8 @@ func startCmd() *cobra.Command {
 				AllowClone: allowClone, CloneSchemes: cloneSchemes, ProjectTerminals: projectTerminals, AllowCreateFolders: allowCreateFolders,
 				ApprovalTimeout: approvalTimeout, RestoreWindow: restoreWindow, Models: models, SystemPrompt: systemPrompt, RunLimits: runLimits, Sandbox: sb,
 				ViaMakeRun: os.Getenv(server.MakeRunEnv) == "1", MakeArgs: os.Getenv(server.MakeArgsEnv), WebApp: webApp,
-				SSEBasePath: sseBasePath, SSEHeartbeat: sseHeartbeat}
+				SSEBasePath: sseBasePath, SSEHeartbeat: sseHeartbeat,
+				CredentialKeyFile: credentialKeyFile, PublicURL: publicURL}
 			if home, err := os.UserHomeDir(); err == nil {
 				cfg.UserHome = home // ~/.zidane/agents, skills and commands (issue 27)
 			}
@@ -462,6 +464,8 @@ func startCmd() *cobra.Command {
 	cmd.Flags().StringArrayVar(&roots, "workspace-root", nil, "folder sessions may work in (repeatable; default the current directory)")
 	cmd.Flags().StringArrayVar(&origins, "allowed-origin", nil, "browser origin allowed to connect, scheme://host[:port] (repeatable; also $ZIDANE_SERVER_ALLOWED_ORIGINS, comma-separated)")
 	cmd.Flags().StringVar(&unixSocket, "unix-socket", "", "also serve the protocol on this unix socket (mode 0600)")
+	cmd.Flags().StringVar(&credentialKeyFile, "credential-key-file", "", "key of the encrypted credential store (MCP sign-ins, provider keys), created 0600 if missing; replicas sharing a database share it (default <data-dir>/credential.key)")
+	cmd.Flags().StringVar(&publicURL, "public-url", "", "the address browsers reach the server by, e.g. https://zidane.example.com; an https one lets MCP sign-ins use a Client ID Metadata Document at <public-url>/zidane/oauth/client.json")
 	cmd.Flags().StringArrayVar(&allowedHosts, "allowed-host", nil, "extra Host name (name or name:port) accepted on a loopback listener, e.g. the public name a reverse proxy forwards (repeatable; see docs/security.md)")
 	cmd.Flags().DurationVar(&tokenRecheck, "token-recheck", 30*time.Second, "how often open connections' and cached tokens are re-checked in the database (in case a revocation notice was lost), and how long a verified token stays cached")
 	cmd.Flags().StringVar(&natsURL, "nats-url", "", "NATS server with JetStream (nats://host:4222): signals, $seq and the replay log shared by every replica on the same --database-url (docs/scaling.md); default the in-process hub, one server per database")

@@ -107,18 +107,8 @@ func (m *Manager) finish(f *flow, res credstore.Info, err error) {
 	if m.byState[f.state] == f {
 		delete(m.byState, f.state)
 	}
-	if f.timer != nil {
-		f.timer.Stop()
-	}
 	f.result, f.err = res, err
 	close(f.done)
-	if err != nil {
-		// an expired or failed flow is dropped unless a Complete is to read it; Complete
-		// deletes it, and a flow nobody completes is dropped at expiry
-		if !time.Now().Before(f.expires) {
-			delete(m.flows, f.id)
-		}
-	}
 }
 
 // exchange checks the authorization response q (error, iss) and trades its code for tokens.

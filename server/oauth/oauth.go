@@ -126,7 +126,18 @@ type Config struct {
 	Logger *slog.Logger
 	// Now is the clock; default time.Now.
 	Now func() time.Time
+	// MaxFlowsPerOwner bounds the flows one owner (connection) has open at once; default
+	// DefaultMaxFlows. Begin past it is refused.
+	MaxFlowsPerOwner int
+	// FlowTTL is how long a flow lives; default FlowTTL (10 minutes, issue 23 §5).
+	FlowTTL time.Duration
 }
+
+// DefaultMaxFlows is the default bound of open flows per connection.
+const DefaultMaxFlows = 8
+
+// ErrTooManyFlows is returned by Begin past Config.MaxFlowsPerOwner.
+var ErrTooManyFlows = errors.New("this connection has too many sign-ins open; complete or let one expire (10 minutes) first")
 
 // Manager runs sign-in flows and hands out tokens. It is safe for concurrent use.
 type Manager struct {
@@ -149,7 +160,6 @@ type flow struct {
 	issSupported        bool
 	resource            string
 	cfg                 *oauth2.Config
-	expires             time.Time
 	timer               *time.Timer
 
 	done   chan struct{} // closed once the exchange ended (result or err)
@@ -173,6 +183,12 @@ func New(cfg Config) (*Manager, error) {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.FlowTTL <= 0 {
+		cfg.FlowTTL = FlowTTL
+	}
+	if cfg.MaxFlowsPerOwner <= 0 {
+		cfg.MaxFlowsPerOwner = DefaultMaxFlows
 	}
 	cfg.PublicURL = strings.TrimRight(cfg.PublicURL, "/")
 	return &Manager{cfg: cfg, flows: map[string]*flow{}, byState: map[string]*flow{}}, nil
@@ -198,6 +214,9 @@ type BeginResult struct {
 // caller against the connection's origin ("" for loopback mode). Errors say what failed:
 // an unknown server, discovery, registration.
 func (m *Manager) Begin(ctx context.Context, owner any, server, redirectURI string) (BeginResult, error) {
+	if m.open(owner) >= m.cfg.MaxFlowsPerOwner {
+		return BeginResult{}, ErrTooManyFlows
+	}
 	srv, err := m.cfg.Resolve(ctx, server)
 	if err != nil {
 		return BeginResult{}, err
@@ -248,16 +267,50 @@ func (m *Manager) Begin(ctx context.Context, owner any, server, redirectURI stri
 	f := &flow{
 		id: rand.Text(), state: rand.Text(), verifier: oauth2.GenerateVerifier(), owner: owner, server: srv,
 		mode: mode, issuer: asm.Issuer, issSupported: asm.AuthorizationResponseIssParameterSupported,
-		resource: prm.Resource, cfg: cfg, expires: m.cfg.Now().Add(FlowTTL), done: make(chan struct{}),
+		resource: prm.Resource, cfg: cfg, done: make(chan struct{}),
 	}
 	u := cfg.AuthCodeURL(f.state, oauth2.S256ChallengeOption(f.verifier), oauth2.SetAuthURLParam("resource", f.resource))
 	m.mu.Lock()
 	m.flows[f.id] = f
 	m.byState[f.state] = f
-	f.timer = time.AfterFunc(FlowTTL, func() { m.finish(f, credstore.Info{}, errors.New("the sign-in expired after 10 minutes; begin again")) })
+	// At expiry the flow ends (if it has not) and is forgotten, completed or not.
+	f.timer = time.AfterFunc(m.cfg.FlowTTL, func() {
+		m.finish(f, credstore.Info{}, errors.New("the sign-in expired after 10 minutes; begin again"))
+		m.mu.Lock()
+		delete(m.flows, f.id)
+		m.mu.Unlock()
+	})
 	m.mu.Unlock()
 	m.cfg.Logger.Info("oauth: sign-in begun", "server", server, "issuer", asm.Issuer, "mode", mode)
 	return BeginResult{URL: u, Mode: mode, FlowID: f.id}, nil
+}
+
+// Close ends every open flow (the server is stopping).
+func (m *Manager) Close() {
+	m.mu.Lock()
+	fs := make([]*flow, 0, len(m.flows))
+	for _, f := range m.flows {
+		fs = append(fs, f)
+		f.timer.Stop()
+	}
+	clear(m.flows)
+	m.mu.Unlock()
+	for _, f := range fs {
+		m.finish(f, credstore.Info{}, errors.New("the server is stopping; begin the sign-in again once it is back"))
+	}
+}
+
+// open counts owner's flows.
+func (m *Manager) open(owner any) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for _, f := range m.flows {
+		if f.owner == owner {
+			n++
+		}
+	}
+	return n
 }
 
 // discoverResource finds the MCP server's Protected Resource Metadata (RFC 9728): from the

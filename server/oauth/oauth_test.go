@@ -1,17 +1,14 @@
 package oauth_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -24,63 +21,16 @@ import (
 
 	"github.com/zidane-server/zidane/server/credstore"
 	"github.com/zidane-server/zidane/server/oauth"
+	"github.com/zidane-server/zidane/server/oauth/oauthtest"
 	"github.com/zidane-server/zidane/server/store"
 	"github.com/zidane-server/zidane/server/store/storetest"
 )
 
 func TestMain(m *testing.M) { storetest.Main(m) }
 
-// localAS is e2e/oauth/as.mjs: the MCP TypeScript SDK's example authorization server and an MCP
-// server it protects.
-type localAS struct {
-	AS  string `json:"as"`
-	MCP string `json:"mcp"`
-}
+type localAS = oauthtest.AS
 
-func startAS(t *testing.T) localAS {
-	t.Helper()
-	dir, err := filepath.Abs(filepath.Join("..", "..", "e2e", "oauth"))
-	require.NoError(t, err)
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@modelcontextprotocol", "sdk")); err != nil {
-		t.Fatalf("e2e/oauth has no node_modules: run scripts/bootstrap.sh --ts (%v)", err)
-	}
-	cmd := exec.Command("node", "as.mjs")
-	cmd.Dir = dir
-	stdin, err := cmd.StdinPipe()
-	require.NoError(t, err)
-	out, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	cmd.Stderr = os.Stderr
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() { stdin.Close(); cmd.Wait() })
-	line, err := bufio.NewReader(out).ReadString('\n')
-	require.NoError(t, err, "as.mjs printed no ports")
-	var a localAS
-	require.NoError(t, json.Unmarshal([]byte(line), &a), line)
-	return a
-}
-
-func (a localAS) config(t *testing.T, cfg map[string]any) {
-	b, _ := json.Marshal(cfg)
-	resp, err := http.Post(a.AS+"test/config", "application/json", bytes.NewReader(b))
-	require.NoError(t, err)
-	resp.Body.Close()
-	require.Equal(t, 200, resp.StatusCode)
-}
-
-type asLog struct {
-	Authorize []struct{ Resource, RedirectURI string } `json:"authorize"`
-	Token     []struct{ Grant, Resource string }       `json:"token"`
-}
-
-func (a localAS) log(t *testing.T) asLog {
-	resp, err := http.Get(a.AS + "test/log")
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	var l asLog
-	require.NoError(t, json.NewDecoder(resp.Body).Decode(&l))
-	return l
-}
+func startAS(t *testing.T) localAS { return oauthtest.Start(t) }
 
 // rig is a Manager over a real store, with its log kept to look for secrets.
 type rig struct {
@@ -101,7 +51,7 @@ type syncBuf struct {
 func (s *syncBuf) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
 func (s *syncBuf) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
-func newRig(t *testing.T) *rig {
+func newRig(t *testing.T, mods ...func(*oauth.Config)) *rig {
 	t.Helper()
 	r := &rig{as: startAS(t), logs: &syncBuf{}}
 	r.dbURL = storetest.URL(t)
@@ -113,7 +63,7 @@ func newRig(t *testing.T) *rig {
 	r.creds, err = credstore.New(db, key)
 	require.NoError(t, err)
 	r.servers = map[string]oauth.Server{"demo": {URL: r.as.MCP}}
-	r.m, err = oauth.New(oauth.Config{
+	cfg := oauth.Config{
 		Creds: r.creds, Logger: slog.New(slog.NewTextHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		Resolve: func(_ context.Context, name string) (oauth.Server, error) {
 			s, ok := r.servers[name]
@@ -122,8 +72,13 @@ func newRig(t *testing.T) *rig {
 			}
 			return s, nil
 		},
-	})
+	}
+	for _, mod := range mods {
+		mod(&cfg)
+	}
+	r.m, err = oauth.New(cfg)
 	require.NoError(t, err)
+	t.Cleanup(r.m.Close)
 	r.cb = httptest.NewServer(r.m.CallbackHandler())
 	t.Cleanup(r.cb.Close)
 	return r
@@ -210,7 +165,7 @@ func TestBrowserModeThroughCallback(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, strings.HasPrefix(text, "client "), text)
 
-	l := r.as.log(t)
+	l := r.as.Log(t)
 	require.Equal(t, r.as.MCP, l.Authorize[0].Resource, "RFC 8707 resource on the authorization request")
 	require.Equal(t, "authorization_code", l.Token[0].Grant)
 	require.Equal(t, r.as.MCP, l.Token[0].Resource, "RFC 8707 resource on the token request")
@@ -311,18 +266,18 @@ func TestReplayedOrForeignStateRefusedAtCallback(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusBadRequest, resp.StatusCode, "a state is used once")
-	require.Len(t, r.as.log(t).Token, 1, "a replayed callback reaches no token endpoint")
+	require.Len(t, r.as.Log(t).Token, 1, "a replayed callback reaches no token endpoint")
 }
 
 func TestWrongIssRefused(t *testing.T) {
 	r := newRig(t)
 	for _, mode := range []string{"wrong", "none"} {
-		r.as.config(t, map[string]any{"iss": mode})
+		r.as.Config(t, map[string]any{"iss": mode})
 		_, err, page := r.signInBrowser(t, new(int))
 		require.ErrorContains(t, err, "RFC 9207", mode)
 		require.Equal(t, http.StatusBadRequest, page.StatusCode)
 	}
-	require.Empty(t, r.as.log(t).Token, "no code is exchanged after a wrong iss")
+	require.Empty(t, r.as.Log(t).Token, "no code is exchanged after a wrong iss")
 	is, err := r.creds.List(context.Background(), credstore.KindMCPToken)
 	require.NoError(t, err)
 	require.Empty(t, is)
@@ -331,16 +286,16 @@ func TestWrongIssRefused(t *testing.T) {
 func TestRefreshBeforeExpiry(t *testing.T) {
 	r := newRig(t)
 	ctx := context.Background()
-	r.as.config(t, map[string]any{"expiresIn": 30}) // inside RefreshBefore: refreshed at first use
+	r.as.Config(t, map[string]any{"expiresIn": 30}) // inside RefreshBefore: refreshed at first use
 	_, err, _ := r.signInBrowser(t, new(int))
 	require.NoError(t, err)
 	first, err := r.creds.Token(ctx, r.as.AS, "demo")
 	require.NoError(t, err)
 
-	r.as.config(t, map[string]any{"expiresIn": 3600})
+	r.as.Config(t, map[string]any{"expiresIn": 3600})
 	_, err = r.callMCP(ctx)
 	require.NoError(t, err)
-	l := r.as.log(t)
+	l := r.as.Log(t)
 	require.Len(t, l.Token, 2)
 	require.Equal(t, "refresh_token", l.Token[1].Grant)
 	require.Equal(t, r.as.MCP, l.Token[1].Resource, "RFC 8707 resource on the refresh")
@@ -350,7 +305,7 @@ func TestRefreshBeforeExpiry(t *testing.T) {
 	require.NotEqual(t, first.RefreshToken.Reveal(), second.RefreshToken.Reveal(), "the rotated refresh token is kept")
 	_, err = r.callMCP(ctx)
 	require.NoError(t, err)
-	require.Len(t, r.as.log(t).Token, 2, "a fresh token is not refreshed again")
+	require.Len(t, r.as.Log(t).Token, 2, "a fresh token is not refreshed again")
 
 	// The token never goes to another address of the server.
 	r.servers["demo"] = oauth.Server{URL: strings.Replace(r.as.MCP, "/mcp", "/other", 1)}
@@ -393,6 +348,30 @@ func TestFlowExpiresAndEndsWithItsOwner(t *testing.T) {
 	require.ErrorContains(t, err, "call auth.oauth.complete again", "a complete that gives up leaves the flow to a later one")
 	_, err = r.m.Begin(ctx, owner, "nope", "")
 	require.ErrorContains(t, err, "no such MCP server")
+	for range oauth.DefaultMaxFlows - 1 { // one is open already
+		_, err = r.m.Begin(ctx, owner, "demo", "")
+		require.NoError(t, err)
+	}
+	_, err = r.m.Begin(ctx, owner, "demo", "")
+	require.ErrorIs(t, err, oauth.ErrTooManyFlows)
+	_, err = r.m.Begin(ctx, new(int), "demo", "")
+	require.NoError(t, err, "the bound is per connection")
+}
+
+func TestFlowExpires(t *testing.T) {
+	r := newRig(t, func(c *oauth.Config) { c.FlowTTL = 300 * time.Millisecond })
+	owner := new(int)
+	b, err := r.m.Begin(context.Background(), owner, "demo", r.redirect())
+	require.NoError(t, err)
+	loc := authorize(t, b.URL)
+	_, err = r.m.Complete(context.Background(), owner, b.FlowID, "") // returns at expiry
+	require.ErrorContains(t, err, "expired")
+	resp, err := http.Get(loc.String())
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode, "an expired flow's state is refused")
+	_, err = r.m.Complete(context.Background(), owner, b.FlowID, "")
+	require.ErrorIs(t, err, oauth.ErrUnknownFlow)
 }
 
 // noSecretInClear greps the database dump and the log for every secret the store holds.
