@@ -62,8 +62,7 @@ func (s *Server) newCredentials(ctx context.Context) error {
 	}
 	resolve := s.cfg.MCPServers
 	if resolve == nil {
-		home, _ := os.UserHomeDir()
-		resolve = oauth.FileResolver(filepath.Join(home, ".zidane", "mcps.json"))
+		resolve = oauth.FileResolver(s.mcpUserFile()) // the user file alone: a project's names no server to sign in to
 	}
 	s.oauth, err = oauth.New(oauth.Config{
 		Creds: s.creds, Resolve: resolve, HTTPClient: s.cfg.OAuthHTTPClient, PublicURL: s.cfg.PublicURL,

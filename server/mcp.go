@@ -6,6 +6,8 @@ import (
 	"os/exec"
 	"path/filepath"
 
+	"github.com/modelcontextprotocol/go-sdk/auth"
+
 	"github.com/zidane-server/zidane/server/agent/mcp"
 	"github.com/zidane-server/zidane/server/workspace/sandbox"
 )
@@ -14,20 +16,18 @@ import (
 // (Config.MCPUserFile) and the projects' .zidane/mcps.json, reloaded through the server's one
 // watcher; scope-context stdio servers spawned in their session's sandbox like exec's commands.
 func (s *Server) newMCP() {
-	uf := s.cfg.MCPUserFile
-	if uf == "" {
-		if home, err := os.UserHomeDir(); err == nil {
-			uf = mcp.UserFile(home)
-		}
-	}
-	if uf == "-" {
-		uf = ""
-	}
+	uf := s.mcpUserFile()
 	sub := s.watcher.Subscribe()
 	m := mcp.NewManager(mcp.Options{
 		UserFile: uf,
 		Env:      s.cfg.Tools.ExecEnv,
 		Logger:   s.log,
+		OAuth: func(name string) auth.OAuthHandler {
+			if s.oauth == nil {
+				return nil
+			}
+			return s.oauth.Handler(name)
+		},
 		Prepare: func(cmd *exec.Cmd, u mcp.Use) (string, error) {
 			if s.sandbox == nil {
 				return "", nil // no sandbox configured: like exec, the command runs as is
@@ -71,4 +71,18 @@ func (s *Server) newMCP() {
 			}
 		}
 	}()
+}
+
+// mcpUserFile is the server user's mcps.json (Config.MCPUserFile; "-" and no home: "").
+func (s *Server) mcpUserFile() string {
+	uf := s.cfg.MCPUserFile
+	if uf == "" {
+		if home, err := os.UserHomeDir(); err == nil {
+			uf = mcp.UserFile(home)
+		}
+	}
+	if uf == "-" {
+		uf = ""
+	}
+	return uf
 }

@@ -234,7 +234,8 @@ type Config struct {
 	// MCP sign-ins use a Client ID Metadata Document (<PublicURL>/zidane/oauth/client.json).
 	PublicURL string
 	// MCPServers resolves MCP servers for sign-ins; default oauth.FileResolver of the server
-	// user's ~/.zidane/mcps.json (the MCP client replaces it with its merged configuration).
+	// user's mcps.json (MCPUserFile), whose HTTP servers get their tokens through
+	// mcp.Options.OAuth (server/mcp.go).
 	MCPServers oauth.Resolver
 	// OAuthHTTPClient makes the sign-ins' requests; default a client with a 30 s timeout.
 	OAuthHTTPClient *http.Client

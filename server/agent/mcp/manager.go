@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/auth"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -66,6 +67,10 @@ type Options struct {
 	// folder above it while the .zidane folder is missing), so the server's one watcher can call
 	// Invalidate when the file changes.
 	Watch func(dir string)
+	// OAuth, when set, gives the OAuth handler of a streamable HTTP server of the user file by
+	// name (server/oauth's Manager.Handler: the stored sign-in's token, refreshed; a 401 says
+	// to sign in with auth.oauth.begin). Nil, or a nil handler, sends no Authorization.
+	OAuth func(server string) auth.OAuthHandler
 	// ProtocolVersion pins the version the client asks for ("": the newest the SDK speaks,
 	// 2026-07-28, falling back to 2025-11-25).
 	ProtocolVersion string
@@ -498,7 +503,11 @@ func (p *Proc) connect(ctx context.Context) (*sdk.ClientSession, error) {
 			}
 			hc.Transport = headerTransport{base: base, headers: c.Headers}
 		}
-		t = &sdk.StreamableClientTransport{Endpoint: c.URL, HTTPClient: &hc, MaxRetries: 2}
+		st := &sdk.StreamableClientTransport{Endpoint: c.URL, HTTPClient: &hc, MaxRetries: 2}
+		if p.m.o.OAuth != nil && p.srv.Origin == OriginUser {
+			st.OAuthHandler = p.m.o.OAuth(p.srv.Name)
+		}
+		t = st
 	} else {
 		cmd := exec.Command(c.Command, c.Args...)
 		cmd.Env = append([]string(nil), p.m.o.Env...)
