@@ -116,8 +116,14 @@ describe('web app in Chromium', () => {
     try {
       await p.goto(`http://127.0.0.1:${port}/`)
       await p.getByRole('list', { name: 'Sessions' }).getByRole('button', { name: 'Session 1' }).waitFor()
-      await p.getByRole('textbox', { name: 'Message' }).fill('two words')
-      await p.getByRole('textbox', { name: 'Message' }).press('Enter')
+      // Shift+Enter breaks the line and sends nothing; Enter sends.
+      await composer(p).fill('two')
+      await composer(p).press('Shift+Enter')
+      await composer(p).pressSequentially('words')
+      assert.equal(await composer(p).inputValue(), 'two\nwords')
+      assert.equal(await transcript(p).getByText('You').count(), 0)
+      await composer(p).press('Enter')
+      assert.equal(await composer(p).inputValue(), '')
       await transcript(p).getByText('Looking it up.').waitFor()
       await transcript(p).getByText('lookup', { exact: true }).click() // the collapsible tool row opens
       await transcript(p).getByText('found 2 word(s)').waitFor()
@@ -216,14 +222,24 @@ describe('web app in Chromium', () => {
     await q.waitFor({ state: 'detached' })
   })
 
-  test('stop a run with Esc', async () => {
+  test('a follow-up queued and removed; stop a run with Esc', async () => {
     await newSession(page, 'slow/scripted')
     await send(page, 'Take long.')
     await waitForText(page, 'Starting a long answer.')
     await page.getByRole('button', { name: 'Stop' }).waitFor()
+    // A prompt sent while the run streams waits in the follow-up queue, and can be removed.
+    await send(page, 'A queued follow-up.')
+    const queue = page.getByRole('region', { name: 'Follow-up queue' })
+    await queue.getByText('A queued follow-up.').waitFor()
+    await queue.getByRole('button', { name: 'Remove follow-up: A queued follow-up.' }).click()
+    await queue.waitFor({ state: 'detached' })
     await composer(page).press('Escape')
     await waitIdle(page)
-    assert.equal(((await transcript(page).textContent()) ?? '').includes('never shown'), false)
+    const text = (await transcript(page).textContent()) ?? ''
+    assert.equal(text.includes('never shown'), false)
+    // The server records the removed follow-up as cancelled; it never ran (one answer only).
+    assert.equal(text.split('Starting a long answer.').length - 1, 1, `the removed follow-up never ran: ${text}`)
+    assert.ok(text.includes('The queued prompt was cancelled.'), text)
   })
 
   test('model output with HTML, javascript: links and outside images runs and loads nothing', async () => {
