@@ -7,8 +7,10 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -199,4 +201,28 @@ func TestMCPContextServerUnderTheSandbox(t *testing.T) {
 	assert.False(t, res["r3"].isError, res["r3"].text)
 	assert.Equal(t, "read: workspace text", res["r3"].text)
 	assert.True(t, strings.HasPrefix(e.srv.mcp.Procs()[0].Status().Policy, "workspace-write"), e.srv.mcp.Procs()[0].Status().Policy)
+}
+
+// TestMCPConfigReloadsOnChange: a change to the user's mcps.json reaches catalog.mcps through
+// the server's one watcher, with no call to reload it.
+func TestMCPConfigReloadsOnChange(t *testing.T) {
+	e := newEnv(t, nil)
+	chat := e.dial()
+	chat.hello()
+	names := func() []string {
+		var out []string
+		for _, x := range chat.result("catalog.mcps", `{}`)["servers"].([]any) {
+			out = append(out, x.(map[string]any)["name"].(string))
+		}
+		return out
+	}
+	require.Empty(t, names())
+	changed := e.srv.mcp.Changed() // before the write: its event cannot be missed
+	require.NoError(t, os.WriteFile(e.srv.mcp.UserFile(), []byte(`{"mcpServers":{"fresh":{"command":"true"}}}`), 0o600))
+	select {
+	case <-changed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the watcher did not report the change within 10 s")
+	}
+	require.Eventually(t, func() bool { return slices.Contains(names(), "fresh") }, 10*time.Second, 20*time.Millisecond)
 }

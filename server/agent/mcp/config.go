@@ -11,11 +11,14 @@
 // subscriptions/listen for list_changed notifications); a server that does not answer it gets the
 // legacy initialize handshake at 2025-11-25, and the server's answer picks the version from there.
 // What the SDK does of 2026-07-28: server/discover, per-request _meta protocol version and client
-// info, multi round-trip requests (its MultiRoundTrip middleware answers a server's
-// input-required result with our elicitation handler and retries the call), subscriptions/listen,
-// the deprecations of SEP-2577 (sampling, roots, logging still work). What it does not: keepalive
-// pings (its KeepAlive is for versions before 2026-07-28 only), and it has no client-side session
-// resumption across a restarted stdio process (a restarted process is a new session here).
+// info, multi round-trip requests (its MultiRoundTrip middleware, on by default, answers a
+// server's input-required result through the client's elicitation and sampling handlers and
+// retries the call), subscriptions/listen for list_changed, the deprecations of SEP-2577
+// (sampling, roots, logging still work). What it does not: keepalive pings (its KeepAlive is for
+// versions before 2026-07-28 only), and no client-side session resumption across a restarted
+// stdio process (a restarted process is a new session here). This client advertises no roots,
+// elicitation or sampling capability yet (issue 23 leaves elicitation for later), so a server's
+// input-required round trip or elicitation request is refused by the SDK as unsupported.
 // NegotiatedVersion reports what a connection settled on.
 //
 // The package imports nothing of the transport; the agent (server/agent) turns its tools into
