@@ -191,3 +191,116 @@ func TestAgentCommandExpands(t *testing.T) {
 	assert.Equal(t, "review", up["command"])
 	assert.Equal(t, "main.go 'error handling'", up["arguments"])
 }
+
+// subagentEnv is a fake-model server whose project defines lead (may hand work out) and helper.
+func subagentEnv(t *testing.T, mod func(*Config), leadFront string, replies ...openaitest.Response) (*agentEnv, *openaitest.Server) {
+	t.Helper()
+	fake := openaitest.New(t)
+	fake.Enqueue(replies...)
+	p := openai.New(openai.Config{BaseURL: fake.BaseURL(), Models: []provider.Model{{ID: "openai/m", Provider: "openai", Name: "m", ContextWindow: 32000}}})
+	e := newAgentEnv(t, p, mod)
+	e.L.Write(t, ".zidane/agents/lead.md", "---\n"+leadFront+"---\nYou lead.\n")
+	e.L.Write(t, ".zidane/agents/helper.md", "---\ntools: write_file, read_file, task\n---\nYou help.\n")
+	return e, fake
+}
+
+func taskCall(id, agentName, prompt string) openaitest.Call {
+	return openaitest.Call{ID: id, Name: "task", Args: fmt.Sprintf(`{"agent":%q,"prompt":%q,"description":"notes"}`, agentName, prompt)}
+}
+
+func TestSubagentRunsInAChildSession(t *testing.T) {
+	e, _ := subagentEnv(t, func(c *Config) { c.RunLimits.MaxConcurrentRuns = 1 }, "tools: task, read_file, write_file\n",
+		openaitest.CallReply(10, 5, taskCall("t1", "helper", "Write notes.txt saying hi.")),
+		openaitest.CallReply(10, 5, openaitest.Call{ID: "w1", Name: "write_file", Args: `{"path":"notes.txt","content":"hi\n"}`}),
+		openaitest.Reply("Wrote notes.txt.", 10, 5),
+		openaitest.Reply("The helper wrote the notes.", 10, 5))
+	a := e.dial()
+	a.hello()
+	b := e.dial()
+	b.hello()
+	sid := a.newSession()
+	a.result("sessions.setAgent", fmt.Sprintf(`{"sessionId":%q,"agentId":"lead"}`, sid))
+	a.prompt(sid, "get the notes written")
+
+	// The child's approval is signalled on the parent, naming the child, and answered there.
+	sig := a.waitSignal(sid, "approval:request").params(t)
+	child, _ := sig["childSessionId"].(string)
+	require.NotEmpty(t, child, "%v", sig)
+	req := sig["request"].(map[string]any)
+	assert.Equal(t, child, req["sessionId"])
+	assert.Equal(t, sid, req["parentSessionId"])
+	assert.Equal(t, "write_file", req["tool"])
+	pending := a.result("approvals.list", fmt.Sprintf(`{"sessionId":%q}`, sid))["requests"].([]any)
+	require.Len(t, pending, 1, "the parent's list holds its child's request")
+	// A second connection watches the child live.
+	b.waitSignal(child, "run:start")
+	a.answer(sid, req, "allow")
+	childEnd := b.waitSignal(child, "run:end").params(t)
+	assert.Equal(t, true, childEnd["ok"], "%v", childEnd)
+	end := a.runEnd(sid)
+	require.Equal(t, true, end["ok"], "%v", end)
+
+	assert.Equal(t, "hi\n", e.L.Read(t, "notes.txt"))
+	res := a.toolResults(sid)
+	require.Len(t, res, 1)
+	assert.Contains(t, res[0]["text"], "Wrote notes.txt.", "the child's answer is the task's result")
+	assert.Contains(t, res[0]["text"], child)
+	kids := b.result("orchestration.list", fmt.Sprintf(`{"sessionId":%q}`, sid))["children"].([]any)
+	require.Len(t, kids, 1)
+	k := kids[0].(map[string]any)
+	assert.Equal(t, child, k["id"])
+	assert.Equal(t, sid, k["parentSessionId"])
+	assert.Equal(t, end["runId"], k["parentRunId"])
+	assert.Equal(t, "helper", k["agentId"])
+	evs := b.result("sessions.loadEvents", fmt.Sprintf(`{"sessionId":%q}`, child))["events"].([]any)
+	assert.Equal(t, "Write notes.txt saying hi.", evs[0].(map[string]any)["text"], "the child's transcript is its own")
+}
+
+func TestSubagentCancelledWithItsParent(t *testing.T) {
+	e, _ := subagentEnv(t, nil, "tools: task, write_file\n",
+		openaitest.CallReply(10, 5, taskCall("t1", "helper", "Write x.")),
+		openaitest.CallReply(10, 5, openaitest.Call{ID: "w1", Name: "write_file", Args: `{"path":"x.txt","content":"x"}`}))
+	a := e.dial()
+	a.hello()
+	sid := a.newSession()
+	a.result("sessions.setAgent", fmt.Sprintf(`{"sessionId":%q,"agentId":"lead"}`, sid))
+	a.prompt(sid, "go")
+	child := a.waitSignal(sid, "approval:request").params(t)["childSessionId"].(string)
+	a.result("chat.cancel", fmt.Sprintf(`{"sessionId":%q}`, sid))
+	childEnd := a.waitSignal(child, "run:end").params(t)
+	assert.Equal(t, false, childEnd["ok"])
+	assert.Equal(t, true, childEnd["interrupted"], "the child's run is cancelled with its parent's")
+	end := a.runEnd(sid)
+	assert.Equal(t, false, end["ok"])
+	assert.False(t, e.L.Exists("x.txt"))
+	assert.Empty(t, a.result("approvals.list", `{}`)["requests"])
+}
+
+func TestSubagentNeverHoldsMoreThanItsParent(t *testing.T) {
+	// lead may not write and is locked; helper names write_file: the child is not offered it; at
+	// --max-task-depth 1 the child's own task call is refused.
+	e, fake := subagentEnv(t, func(c *Config) { c.RunLimits.MaxTaskDepth = 1 }, "tools: task, read_file\napprovalMode: locked\n",
+		openaitest.CallReply(10, 5, taskCall("t1", "helper", "Write x.")),
+		openaitest.CallReply(10, 5, openaitest.Call{ID: "w1", Name: "write_file", Args: `{"path":"x.txt","content":"x"}`}),
+		openaitest.CallReply(10, 5, taskCall("t2", "helper", "Go deeper.")),
+		openaitest.Reply("Could not.", 10, 5),
+		openaitest.Reply("Done.", 10, 5))
+	a := e.dial()
+	a.hello()
+	sid := a.newSession()
+	a.result("sessions.setAgent", fmt.Sprintf(`{"sessionId":%q,"agentId":"lead"}`, sid))
+	a.prompt(sid, "go")
+	end := a.runEnd(sid)
+	require.Equal(t, true, end["ok"], "%v", end)
+	reqs := fake.StreamRequests()
+	require.Len(t, reqs, 5)
+	assert.ElementsMatch(t, []string{"read_file", "task"}, requestTools(t, reqs[1]), "helper's write_file is not the parent's: the child does not get it")
+	assert.False(t, e.L.Exists("x.txt"))
+	kids := a.result("orchestration.list", fmt.Sprintf(`{"sessionId":%q}`, sid))["children"].([]any)
+	require.Len(t, kids, 1)
+	child := kids[0].(map[string]any)["id"].(string)
+	res := a.toolResults(child)
+	require.Len(t, res, 2)
+	assert.Contains(t, res[0]["text"], "not offered")
+	assert.Contains(t, res[1]["text"], "deepest allowed", "a task call from the deepest level is refused")
+}

@@ -153,6 +153,7 @@ func (s *Server) sessionOut(x store.Session) *protocol.Session {
 		ID: x.ID, Title: x.Title, ProjectRoot: x.ProjectRoot, Cwd: x.Cwd, AgentID: x.AgentID,
 		Status: protocol.SessionStatus(x.Status), CreatedAt: ms(x.CreatedAt), UpdatedAt: ms(x.UpdatedAt),
 		Archived: x.Archived, HostID: s.hostID, Model: optString(x.Model), ForkedFrom: optString(x.ForkedFrom),
+		ParentSessionID: optString(x.ParentSessionID), ParentRunID: optString(x.ParentRunID),
 	}
 }
 

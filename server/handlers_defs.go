@@ -241,3 +241,24 @@ func (s *Server) commandPrompt(ctx context.Context, x store.Session, p *protocol
 	}
 	return x, agent.Prompt{Text: text, Command: c.Name, Arguments: args}, nil
 }
+
+type orchestrationHandler struct{ s *Server }
+
+// Orchestration returns the orchestration group's handler.
+func (h *handlers) Orchestration() protocol.OrchestrationHandler { return orchestrationHandler{h.s} }
+
+// List implements orchestration.list: the session's child sessions, oldest first.
+func (h orchestrationHandler) List(ctx context.Context, p *protocol.OrchestrationListParams) (*protocol.OrchestrationListResult, error) {
+	if _, err := h.s.cachedSession(ctx, p.SessionID, "List the sessions with sessions.list."); err != nil {
+		return nil, err
+	}
+	kids, err := h.s.store.ListChildren(ctx, p.SessionID)
+	if err != nil {
+		return nil, storeErr(err, "")
+	}
+	res := &protocol.OrchestrationListResult{Children: make([]protocol.Session, 0, len(kids))}
+	for _, k := range kids {
+		res.Children = append(res.Children, *h.s.sessionOut(k))
+	}
+	return res, nil
+}

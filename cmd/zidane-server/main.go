@@ -512,6 +512,8 @@ func startCmd() *cobra.Command {
 	cmd.Flags().IntVar(&limitFlags.MaxOutputTokens, "max-output-tokens", 0, "output tokens per model turn (default the config file's, else 8192)")
 	cmd.Flags().IntVar(&limitFlags.MaxTurnBytes, "max-turn-bytes", 0, "bytes of text, thinking and tool-call arguments one model turn may stream before the server closes it (default the config file's, else 4194304)")
 	cmd.Flags().IntVar(&limitFlags.MaxConcurrentRuns, "max-concurrent-runs", 0, "runs talking to a model at once, server-wide; more prompts wait (default the config file's, else 8)")
+	cmd.Flags().IntVar(&limitFlags.MaxTaskDepth, "max-task-depth", 0, "the deepest level of subagents' child sessions (the root session is 0): a task call from this level is refused (default 3)")
+	cmd.Flags().IntVar(&limitFlags.MaxTaskChildren, "max-task-children", 0, "child sessions one run's task calls may start (default 8)")
 	cmd.Flags().DurationVar(&stepDelay, "scripted-step-delay", 0, "pause between the scripted provider's streamed pieces (for demos and tests)")
 	cmd.Flags().MarkHidden("scripted-step-delay")
 	return cmd
@@ -860,6 +862,12 @@ func overrideLimits(file, flags agent.Limits) agent.Limits {
 	}
 	if flags.MaxOutputTokens > 0 {
 		file.MaxOutputTokens = flags.MaxOutputTokens
+	}
+	if flags.MaxTaskDepth > 0 {
+		file.MaxTaskDepth = flags.MaxTaskDepth
+	}
+	if flags.MaxTaskChildren > 0 {
+		file.MaxTaskChildren = flags.MaxTaskChildren
 	}
 	if flags.MaxConcurrentRuns > 0 {
 		file.MaxConcurrentRuns = flags.MaxConcurrentRuns

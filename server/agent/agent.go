@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -156,6 +157,16 @@ type Runtime struct {
 type run struct {
 	id, sessionID, prompt string
 	command, arguments    string // the command the prompt was made from (Prompt)
+	// parent is, for a subagent's run, the parent's agent as its run offers it: the child never
+	// holds more (runTask). nil for a root run.
+	parent *runAgent
+	// answer is the text of the run's last model turn; finished is closed after its run:end,
+	// with ok saying how it ended (a task call waits on them).
+	answer   strings.Builder
+	finished chan struct{}
+	endOnce  sync.Once
+	ok       bool
+	children int // the task calls that started a child (run goroutine only)
 	session               store.Session
 	origin                Origin
 	ctx                   context.Context
@@ -226,8 +237,29 @@ func (r *Runtime) Start(ctx context.Context, x store.Session, prompt string, ori
 // StartPrompt is Start with a command's prompt: the user-prompt event records p.Command and
 // p.Arguments beside the text. x may carry a command's agent and model for this run only.
 func (r *Runtime) StartPrompt(ctx context.Context, x store.Session, p Prompt, origin Origin) (runID string, stored func(context.Context) error, err error) {
+	ru, stored, err := r.startLeased(ctx, x, p, origin, nil)
+	if err != nil {
+		return "", nil, err
+	}
+	return ru.id, stored, nil
+}
+
+// startRun starts a subagent's run in its child session x, under parent.
+func (r *Runtime) startRun(ctx context.Context, x store.Session, p Prompt, origin Origin, parent *runAgent) (*run, error) {
+	ru, stored, err := r.startLeased(ctx, x, p, origin, parent)
+	if err != nil {
+		return nil, err
+	}
+	if stored != nil {
+		go stored(context.WithoutCancel(ctx)) // a write that fails ends the child's run, refused
+	}
+	return ru, nil
+}
+
+// startLeased starts a run, taking the session's lease first when leases are on.
+func (r *Runtime) startLeased(ctx context.Context, x store.Session, p Prompt, origin Origin, parent *runAgent) (ru *run, stored func(context.Context) error, err error) {
 	if r.cfg.Leases == nil {
-		return r.start(ctx, x, p, origin, uuid.NewString(), "")
+		return r.start(ctx, x, p, origin, uuid.NewString(), "", parent)
 	}
 	// The session's lease is taken when nothing runs it here; Starts of one session take turns,
 	// so a second one queues behind the first under its lease.
@@ -239,60 +271,62 @@ func (r *Runtime) StartPrompt(ctx context.Context, x store.Session, p Prompt, or
 	r.mu.Unlock()
 	id := uuid.NewString()
 	if !idle {
-		return r.start(ctx, x, p, origin, id, "")
+		return r.start(ctx, x, p, origin, id, "", parent)
 	}
 	gen, err := r.cfg.Leases.Acquire(ctx, x.ID, id)
 	if err != nil {
-		return "", nil, err
+		return nil, nil, err
 	}
-	runID, stored, err = r.start(ctx, x, p, origin, id, gen)
+	ru, stored, err = r.start(ctx, x, p, origin, id, gen, parent)
 	if err != nil {
 		r.cfg.Leases.Release(x.ID, gen)
 	}
-	return runID, stored, err
+	return ru, stored, err
 }
 
-// start is StartPrompt with the run's id and, when it may start at once, its lease generation.
-func (r *Runtime) start(ctx context.Context, x store.Session, p Prompt, origin Origin, id, gen string) (runID string, stored func(context.Context) error, err error) {
+// start is StartPrompt with the run's id and, when it may start at once, its lease generation;
+// parent is a subagent's ceiling (nil for a root run).
+func (r *Runtime) start(ctx context.Context, x store.Session, p Prompt, origin Origin, id, gen string, parent *runAgent) (ru *run, stored func(context.Context) error, err error) {
 	prompt := p.Text
 	r.mu.Lock()
 	if r.closed || r.base.Err() != nil {
 		r.mu.Unlock()
-		return "", nil, &Refusal{"The server is shutting down; send the prompt again once it is back."}
+		return nil, nil, &Refusal{"The server is shutting down; send the prompt again once it is back."}
 	}
 	if deleting, ok := r.deleting[x.ID]; ok {
 		r.mu.Unlock()
 		if deleting {
-			return "", nil, &Refusal{fmt.Sprintf("Session %q is being deleted.", x.ID)}
+			return nil, nil, &Refusal{fmt.Sprintf("Session %q is being deleted.", x.ID)}
 		}
-		return "", nil, fmt.Errorf("session %s: %w", x.ID, store.ErrNotFound)
+		return nil, nil, fmt.Errorf("session %s: %w", x.ID, store.ErrNotFound)
 	}
 	if r.rewriting[x.ID] {
 		r.mu.Unlock()
-		return "", nil, &Refusal{fmt.Sprintf("Session %q is being rolled back, restored or compacted; send the prompt again once that call answers.", x.ID)}
+		return nil, nil, &Refusal{fmt.Sprintf("Session %q is being rolled back, restored or compacted; send the prompt again once that call answers.", x.ID)}
 	}
 	runCtx, cancel := context.WithCancel(r.base)
-	ru := &run{id: id, sessionID: x.ID, prompt: prompt, command: p.Command, arguments: p.Arguments, session: x, origin: origin, ctx: runCtx, cancel: cancel, leaseGen: gen}
+	ru = &run{id: id, sessionID: x.ID, prompt: prompt, command: p.Command, arguments: p.Arguments, session: x, origin: origin, ctx: runCtx, cancel: cancel, leaseGen: gen,
+		parent: parent, finished: make(chan struct{})}
 	if act, busy := r.active[x.ID]; busy {
 		ru.leaseGen = act.leaseGen // a follow-up runs under the running prompt's lease
 		if len(r.pending[x.ID]) >= MaxFollowUps {
 			r.mu.Unlock()
 			cancel()
-			return "", nil, &Refusal{fmt.Sprintf("Session %q already has %d prompts waiting; wait for a run:end, then send again.", x.ID, MaxFollowUps)}
+			return nil, nil, &Refusal{fmt.Sprintf("Session %q already has %d prompts waiting; wait for a run:end, then send again.", x.ID, MaxFollowUps)}
 		}
 		ru.queuedAt = time.Now()
 		r.pending[x.ID] = append(r.pending[x.ID], ru)
 		r.wg.Add(1)
 		r.mu.Unlock()
 		r.publishQueue(x.ID)
-		return ru.id, nil, nil
+		return ru, nil, nil
 	}
 	r.active[x.ID] = ru
 	ru.streaming = true
 	r.wg.Add(1)
 	r.mu.Unlock()
 	r.launch(ctx, ru)
-	return ru.id, func(ctx context.Context) error { return r.writer.wait(ctx, ru.start) }, nil
+	return ru, func(ctx context.Context) error { return r.writer.wait(ctx, ru.start) }, nil
 }
 
 // launch publishes run:start, the session's plans:snapshot and the prompt, has the transcript
@@ -330,6 +364,16 @@ func (r *Runtime) launch(ctx context.Context, ru *run) {
 	r.publish(&protocol.EventSignal{SessionID: ru.sessionID, RunID: ru.id, Event: prompt}, ru)
 	l.Unlock()
 	close(ready)
+}
+
+// finish records how the run ended and wakes whoever waits on it (once).
+func (ru *run) finish(ok bool) {
+	ru.endOnce.Do(func() {
+		ru.ok = ok
+		if ru.finished != nil {
+			close(ru.finished)
+		}
+	})
 }
 
 // userPrompt is the run's user-prompt event (a new turn id each time).
@@ -413,6 +457,7 @@ func (r *Runtime) bracket(d droppedRun) {
 	cancel()
 	msg := d.msg
 	end := &protocol.RunEndSignal{SessionID: ru.sessionID, RunID: ru.id, OK: false, Error: &msg}
+	defer ru.finish(false)
 	if d.interrupted {
 		t := true
 		end.Interrupted = &t
@@ -530,12 +575,16 @@ func (r *Runtime) execute(ru *run, ready <-chan struct{}) {
 	err = r.loadConversation(lctx, ru.sessionID, ru.promptEv, ru.start)
 	lcancel()
 	if err == nil {
-		select {
-		case r.slots <- struct{}{}:
-			slot = true
-			sum, lastTurn, err = r.runModel(ctx, ru)
-		case <-ctx.Done():
-			err = ctx.Err()
+		if ru.parent != nil {
+			sum, lastTurn, err = r.runModel(ctx, ru) // a child runs in its parent's slot
+		} else {
+			select {
+			case r.slots <- struct{}{}:
+				slot = true
+				sum, lastTurn, err = r.runModel(ctx, ru)
+			case <-ctx.Done():
+				err = ctx.Err()
+			}
 		}
 	}
 	r.mu.Lock()
@@ -611,6 +660,7 @@ func (r *Runtime) execute(ru *run, ready <-chan struct{}) {
 	ru.ended = true // a client that sees run:end may delete the session
 	r.mu.Unlock()
 	r.publish(end, ru)
+	ru.finish(end.OK)
 	if slot {
 		<-r.slots // held until run:end: the next run's model turn follows this one's end
 	}

@@ -32,11 +32,15 @@ type runAgent struct {
 	skills []defs.Skill
 	// narrow, once a skill with allowed-tools is loaded, limits the tools for the rest of the run.
 	narrow []string
+	// agents are the project's agent names (the task tool's description).
+	agents []string
+	// ceiling, for a subagent's run, is the tools its parent's run offered: never more.
+	ceiling map[string]bool
 }
 
 // agentOf resolves the run's agent. An agent that is gone (its file deleted or broken since
 // sessions.setAgent) is an error the run ends with, never a silent fallback to a looser one.
-func (r *Runtime) agentOf(x store.Session) (*runAgent, error) {
+func (r *Runtime) agentOf(x store.Session, parent *runAgent) (*runAgent, error) {
 	set := r.Definitions(x.ProjectRoot)
 	name := x.AgentID
 	if name == "" {
@@ -46,8 +50,11 @@ func (r *Runtime) agentOf(x store.Session) (*runAgent, error) {
 	if !ok {
 		return nil, &runError{fmt.Sprintf("The session's agent %q is not defined any more (agents.list shows the agents and any file that could not be used); pick one with sessions.setAgent.", name)}
 	}
-	ra := &runAgent{def: *a}
-	if a.Offers(skillTool.Name) {
+	ra := &runAgent{def: *a, agents: agentNames(set)}
+	if parent != nil {
+		ra.def, ra.ceiling = capped(*a, parent.def), parent.ceiling
+	}
+	if ra.def.Offers(skillTool.Name) && (ra.ceiling == nil || ra.ceiling[skillTool.Name]) {
 		ra.skills = set.Skills
 	}
 	return ra, nil
@@ -55,6 +62,9 @@ func (r *Runtime) agentOf(x store.Session) (*runAgent, error) {
 
 // offers reports whether the run offers the tool now.
 func (ra *runAgent) offers(name string) bool {
+	if ra.ceiling != nil && !ra.ceiling[name] {
+		return false
+	}
 	if name == skillTool.Name {
 		return len(ra.skills) > 0
 	}
@@ -82,6 +92,9 @@ func (ra *runAgent) tools(all []provider.Tool) []provider.Tool {
 	}
 	if ra.offers(skillTool.Name) {
 		out = append(out, skillTool)
+	}
+	if ra.offers(taskTool.Name) {
+		out = append(out, taskSpec(ra.agents))
 	}
 	return out
 }

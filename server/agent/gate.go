@@ -56,13 +56,46 @@ type pendingApproval struct {
 	alwaysTool, alwaysPrefix, alwaysNote string
 	canStore                             bool
 	projectRoot                          string
+	parent                               parentRef
 	done                                 chan ApprovalOutcome // buffered 1: written once
 }
 
 type pendingQuestion struct {
 	req    protocol.InteractionRequest
 	origin Origin
+	parent parentRef
 	done   chan questionOutcome
+}
+
+// parentRef names, for a subagent's request, the parent session and run it is also signalled
+// in (issue 27 item 4); zero for a root session's request.
+type parentRef struct{ sessionID, runID string }
+
+type parentKey struct{}
+
+// withParent marks ctx as a call of x's run, so its requests are also signalled on x's parent.
+func withParent(ctx context.Context, x store.Session) context.Context {
+	if x.ParentSessionID == "" {
+		return ctx
+	}
+	return context.WithValue(ctx, parentKey{}, parentRef{sessionID: x.ParentSessionID, runID: x.ParentRunID})
+}
+
+func parentOf(ctx context.Context) parentRef {
+	p, _ := ctx.Value(parentKey{}).(parentRef)
+	return p
+}
+
+// of reports whether a request of session own, with this parent, belongs to sessionID: its own
+// session or its parent.
+func (p parentRef) of(own, sessionID string) bool {
+	return own == sessionID || (p.sessionID != "" && p.sessionID == sessionID)
+}
+
+// childSignal is the parent's copy of a child's signal: the parent session and run, and the
+// child named.
+func (p parentRef) childSignal(child string) (sessionID, runID string, childID *string) {
+	return p.sessionID, p.runID, &child
 }
 
 type questionOutcome struct {
@@ -112,12 +145,21 @@ func (g *Gate) RequestApproval(ctx context.Context, a ApprovalAsk, origin Origin
 		s = oneline.Line(s)
 		req.AlwaysStores = &s
 	}
+	pr := parentOf(ctx)
+	if pr.sessionID != "" {
+		req.ParentSessionID = &pr.sessionID
+	}
 	p := &pendingApproval{req: req, origin: origin, alwaysTool: a.StoreTool, alwaysPrefix: a.StorePrefix, alwaysNote: a.Note,
-		canStore: a.CanStore, projectRoot: a.ProjectRoot, done: make(chan ApprovalOutcome, 1)}
+		canStore: a.CanStore, projectRoot: a.ProjectRoot, parent: pr, done: make(chan ApprovalOutcome, 1)}
 	g.mu.Lock()
 	g.approvals[req.RequestID] = p
 	g.mu.Unlock()
 	g.publish(&protocol.ApprovalRequestSignal{SessionID: req.SessionID, RunID: req.RunID, Request: req}, origin)
+	if pr.sessionID != "" {
+		sig := &protocol.ApprovalRequestSignal{Request: req}
+		sig.SessionID, sig.RunID, sig.ChildSessionID = pr.childSignal(req.SessionID)
+		g.publish(sig, origin)
+	}
 	g.rep.RunningChanged() // attention
 
 	timer := time.NewTimer(g.timeout)
@@ -159,6 +201,11 @@ func (g *Gate) resolved(p *pendingApproval, res protocol.ApprovalResolution, by 
 		sig.By = &by
 	}
 	g.publish(sig, p.origin)
+	if p.parent.sessionID != "" {
+		cp := *sig
+		cp.SessionID, cp.RunID, cp.ChildSessionID = p.parent.childSignal(p.req.SessionID)
+		g.publish(&cp, p.origin)
+	}
 	p.done <- ApprovalOutcome{Resolution: res, By: by}
 	g.rep.RunningChanged()
 }
@@ -192,7 +239,7 @@ func (g *Gate) Answer(ctx context.Context, sessionID, requestID string, decision
 	}
 	g.mu.Lock()
 	p := g.approvals[requestID]
-	if p == nil || p.req.SessionID != sessionID {
+	if p == nil || !p.parent.of(p.req.SessionID, sessionID) {
 		g.mu.Unlock()
 		return AnswerResult{}, &Refusal{Message: fmt.Sprintf("Approval request %q of session %q is not pending (it was answered, expired or withdrawn); list the pending ones with approvals.list.", requestID, sessionID)}
 	}
@@ -230,7 +277,7 @@ func (g *Gate) PendingApprovals(sessionID string) []protocol.ApprovalRequest {
 	g.mu.Lock()
 	out := make([]protocol.ApprovalRequest, 0, len(g.approvals))
 	for _, p := range g.approvals {
-		if sessionID == "" || p.req.SessionID == sessionID {
+		if sessionID == "" || p.parent.of(p.req.SessionID, sessionID) {
 			out = append(out, p.req)
 		}
 	}
@@ -251,9 +298,15 @@ func (g *Gate) Waiting() map[string]bool {
 	out := map[string]bool{}
 	for _, p := range g.approvals {
 		out[p.req.SessionID] = true
+		if p.parent.sessionID != "" {
+			out[p.parent.sessionID] = true
+		}
 	}
 	for _, q := range g.questions {
 		out[q.req.SessionID] = true
+		if q.parent.sessionID != "" {
+			out[q.parent.sessionID] = true
+		}
 	}
 	return out
 }
@@ -267,11 +320,20 @@ func (g *Gate) Ask(ctx context.Context, req protocol.InteractionRequest, origin 
 	if req.Options == nil {
 		req.Options = []string{}
 	}
-	q := &pendingQuestion{req: req, origin: origin, done: make(chan questionOutcome, 1)}
+	pr := parentOf(ctx)
+	if pr.sessionID != "" {
+		req.ParentSessionID = &pr.sessionID
+	}
+	q := &pendingQuestion{req: req, origin: origin, parent: pr, done: make(chan questionOutcome, 1)}
 	g.mu.Lock()
 	g.questions[req.RequestID] = q
 	g.mu.Unlock()
 	g.publish(&protocol.InteractionRequestSignal{SessionID: req.SessionID, RunID: req.RunID, Request: req}, origin)
+	if pr.sessionID != "" {
+		sig := &protocol.InteractionRequestSignal{Request: req}
+		sig.SessionID, sig.RunID, sig.ChildSessionID = pr.childSignal(req.SessionID)
+		g.publish(sig, origin)
+	}
 	g.rep.RunningChanged()
 	select {
 	case o := <-q.done:
@@ -296,6 +358,11 @@ func (g *Gate) questionResolved(q *pendingQuestion, o questionOutcome, by string
 		sig.By = &by
 	}
 	g.publish(sig, q.origin)
+	if q.parent.sessionID != "" {
+		cp := *sig
+		cp.SessionID, cp.RunID, cp.ChildSessionID = q.parent.childSignal(q.req.SessionID)
+		g.publish(&cp, q.origin)
+	}
 	q.done <- o
 	g.rep.RunningChanged()
 }
@@ -306,7 +373,7 @@ func (g *Gate) questionResolved(q *pendingQuestion, o questionOutcome, by string
 func (g *Gate) AnswerQuestion(sessionID, requestID string, answer *protocol.InteractionAnswer, actor string) error {
 	g.mu.Lock()
 	q := g.questions[requestID]
-	if q == nil || q.req.SessionID != sessionID {
+	if q == nil || !q.parent.of(q.req.SessionID, sessionID) {
 		g.mu.Unlock()
 		return &Refusal{Message: fmt.Sprintf("Question %q of session %q is not pending (it was answered, dismissed or withdrawn); list the pending ones with interactions.list.", requestID, sessionID)}
 	}
@@ -354,7 +421,7 @@ func (g *Gate) PendingQuestions(sessionID string) []protocol.InteractionRequest 
 	g.mu.Lock()
 	out := make([]protocol.InteractionRequest, 0, len(g.questions))
 	for _, q := range g.questions {
-		if sessionID == "" || q.req.SessionID == sessionID {
+		if sessionID == "" || q.parent.of(q.req.SessionID, sessionID) {
 			out = append(out, q.req)
 		}
 	}

@@ -38,6 +38,11 @@ type Limits struct {
 	// MaxConcurrentRuns bounds the runs that talk to a model at once, server-wide; a run past it
 	// waits (its run:start and prompt already sent) until one ends. Default 8.
 	MaxConcurrentRuns int
+	// MaxTaskDepth is the deepest level a subagent's child session may have (the root is level
+	// 0): a task call from a session at this level is refused. Default 3.
+	MaxTaskDepth int
+	// MaxTaskChildren bounds the child sessions one run's task calls may start. Default 8.
+	MaxTaskChildren int
 }
 
 func (l *Limits) defaults() {
@@ -55,6 +60,12 @@ func (l *Limits) defaults() {
 	}
 	if l.MaxTurnBytes <= 0 {
 		l.MaxTurnBytes = DefaultMaxTurnBytes
+	}
+	if l.MaxTaskDepth <= 0 {
+		l.MaxTaskDepth = 3
+	}
+	if l.MaxTaskChildren <= 0 {
+		l.MaxTaskChildren = 8
 	}
 }
 
@@ -133,7 +144,7 @@ var errWallTime = errors.New("wall time limit")
 // returns the run's summary (from the providers' usage) and the last turn's id.
 func (r *Runtime) runModel(ctx context.Context, ru *run) (protocol.RunSummary, string, error) {
 	lim := r.cfg.Limits
-	ag, err := r.agentOf(ru.session)
+	ag, err := r.agentOf(ru.session, ru.parent)
 	if err != nil {
 		return protocol.RunSummary{}, "", err
 	}
@@ -164,6 +175,7 @@ func (r *Runtime) runModel(ctx context.Context, ru *run) (protocol.RunSummary, s
 	tools := turnTools()
 	system := r.systemPrompt(ru.session, ag, tools)
 	var streamed time.Duration
+	answer := &ru.answer
 	lastTurn := ""
 	unreported := false
 	var lastProgress time.Time // the run's last stream:progress: at most 4 a second per run
@@ -205,6 +217,7 @@ func (r *Runtime) runModel(ctx context.Context, ru *run) (protocol.RunSummary, s
 		turnID := uuid.NewString()
 		lastTurn = turnID
 		var calls []provider.ToolCall
+		answer.Reset() // the run's answer is its last turn's text (a task's result)
 		start := time.Now()
 		var first time.Time
 		var tokens int64 // estimated while streaming, for stream:progress
@@ -228,6 +241,7 @@ func (r *Runtime) runModel(ctx context.Context, ru *run) (protocol.RunSummary, s
 			switch e := ev.(type) {
 			case *provider.TextDelta:
 				tokens += int64(textTokens(e.Text))
+				answer.WriteString(e.Text)
 				r.emit(ru, &protocol.MarkdownEvent{Text: e.Text, Streaming: true, TurnID: turnID})
 			case *provider.ThinkingDelta:
 				tokens += int64(textTokens(e.Text))
@@ -316,6 +330,9 @@ func (r *Runtime) runTool(ctx context.Context, ru *run, runner ToolRunner, ag *r
 	}
 	if c.Name == skillTool.Name {
 		return ag.runSkill(c.Arguments)
+	}
+	if c.Name == taskTool.Name {
+		return r.runTask(ctx, ru, ag, offered, c)
 	}
 	if r.cfg.Gate != nil {
 		if ok, denied := r.cfg.Gate.Check(ctx, tc); !ok {

@@ -29,13 +29,16 @@ type Session struct {
 	Version int64
 	// ForkedFrom is the session this one was forked from (history.fork); "" when none.
 	ForkedFrom string
+	// ParentSessionID and ParentRunID name, for a subagent's child session, the session and run
+	// whose task call created it ("" for a root session; migration 00090).
+	ParentSessionID, ParentRunID string
 }
 
-const sessionCols = `id::text, title, project_root, cwd, agent_id, status, created_at, updated_at, archived, model, title_set, version, coalesce(forked_from::text, '')`
+const sessionCols = `id::text, title, project_root, cwd, agent_id, status, created_at, updated_at, archived, model, title_set, version, coalesce(forked_from::text, ''), coalesce(parent_session_id::text, ''), coalesce(parent_run_id::text, '')`
 
 func scanSession(row pgx.Row) (Session, error) {
 	var x Session
-	err := row.Scan(&x.ID, &x.Title, &x.ProjectRoot, &x.Cwd, &x.AgentID, &x.Status, &x.CreatedAt, &x.UpdatedAt, &x.Archived, &x.Model, &x.TitleSet, &x.Version, &x.ForkedFrom)
+	err := row.Scan(&x.ID, &x.Title, &x.ProjectRoot, &x.Cwd, &x.AgentID, &x.Status, &x.CreatedAt, &x.UpdatedAt, &x.Archived, &x.Model, &x.TitleSet, &x.Version, &x.ForkedFrom, &x.ParentSessionID, &x.ParentRunID)
 	return x, err
 }
 
@@ -85,10 +88,28 @@ func (s *Store) CreateSession(ctx context.Context, x Session) (Session, error) {
 	err := s.withConn(ctx, "create session", func(ctx context.Context, c *pgxpool.Conn) error {
 		var err error
 		out, err = scanSession(c.QueryRow(ctx, `
-			INSERT INTO sessions (id, title, project_root, cwd, agent_id, status, created_at, updated_at, archived, model, title_set)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+			INSERT INTO sessions (id, title, project_root, cwd, agent_id, status, created_at, updated_at, archived, model, title_set, parent_session_id, parent_run_id)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, NULLIF($12, '')::uuid, NULLIF($13, '')::uuid)
 			RETURNING `+sessionCols,
-			id, x.Title, x.ProjectRoot, x.Cwd, x.AgentID, x.Status, x.CreatedAt, x.UpdatedAt, x.Archived, x.Model, x.TitleSet))
+			id, x.Title, x.ProjectRoot, x.Cwd, x.AgentID, x.Status, x.CreatedAt, x.UpdatedAt, x.Archived, x.Model, x.TitleSet, x.ParentSessionID, x.ParentRunID))
+		return err
+	})
+	return out, err
+}
+
+// ListChildren returns the child sessions of parentID (subagents' sessions), oldest first.
+func (s *Store) ListChildren(ctx context.Context, parentID string) ([]Session, error) {
+	u, err := parseID("list children", parentID)
+	if err != nil {
+		return nil, err
+	}
+	var out []Session
+	err = s.withConn(ctx, "list children", func(ctx context.Context, c *pgxpool.Conn) error {
+		rows, err := c.Query(ctx, `SELECT `+sessionCols+` FROM sessions WHERE parent_session_id = $1 ORDER BY created_at, id`, u)
+		if err != nil {
+			return err
+		}
+		out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Session, error) { return scanSession(r) })
 		return err
 	})
 	return out, err
