@@ -151,8 +151,7 @@ func (s *Store) SearchSessions(ctx context.Context, q SearchQuery) (SearchPage, 
 		for rows.Next() {
 			var h SearchHit
 			x := &h.Session
-			if err := rows.Scan(&x.ID, &x.Title, &x.ProjectRoot, &x.Cwd, &x.AgentID, &x.Status, &x.CreatedAt, &x.UpdatedAt, &x.Archived, &x.Model, &x.TitleSet, &x.Version, &x.ForkedFrom,
-				&h.TurnID, &h.Pos, &h.Kind, &h.Rank, &h.Snippet); err != nil {
+			if err := rows.Scan(append(x.dests(), &h.TurnID, &h.Pos, &h.Kind, &h.Rank, &h.Snippet)...); err != nil {
 				return err
 			}
 			page.Hits = append(page.Hits, h)

@@ -38,8 +38,14 @@ const sessionCols = `id::text, title, project_root, cwd, agent_id, status, creat
 
 func scanSession(row pgx.Row) (Session, error) {
 	var x Session
-	err := row.Scan(&x.ID, &x.Title, &x.ProjectRoot, &x.Cwd, &x.AgentID, &x.Status, &x.CreatedAt, &x.UpdatedAt, &x.Archived, &x.Model, &x.TitleSet, &x.Version, &x.ForkedFrom, &x.ParentSessionID, &x.ParentRunID)
+	err := row.Scan(x.dests()...)
 	return x, err
+}
+
+// dests are the scan destinations of sessionCols, in its order (a query selecting sessionCols
+// and more appends its own).
+func (x *Session) dests() []any {
+	return []any{&x.ID, &x.Title, &x.ProjectRoot, &x.Cwd, &x.AgentID, &x.Status, &x.CreatedAt, &x.UpdatedAt, &x.Archived, &x.Model, &x.TitleSet, &x.Version, &x.ForkedFrom, &x.ParentSessionID, &x.ParentRunID}
 }
 
 // parseID parses a session id; malformed ids are reported as ErrNotFound. Only the canonical
