@@ -125,3 +125,24 @@ func TestSSEAndWebSocketSeeOneRun(t *testing.T) {
 	r3.Body.Close()
 	assert.Empty(t, r3.Header.Get("X-Zidane-Chat-Protocol"), "off: no route of the protocol")
 }
+
+// TestSSEConformanceOnReplicas runs the suite against a replica whose signals go through NATS
+// JetStream (issue 25), streaming on one replica while another one runs nothing: the taps are fed
+// by the stream's apply, and a resume waits for the replica to catch up (the restart case does
+// not apply: the epoch is the stream's, not the process's).
+func TestSSEConformanceOnReplicas(t *testing.T) {
+	r := startReplicas(t, 2, sseFlags...)
+	var n atomic.Int64
+	bearer := func(tok string) http.Header { return http.Header{"Authorization": {"Bearer " + tok}} }
+	ssesuite.Run(t, ssesuite.Target{
+		BaseURL: "http://" + r.srv[1].addr + "/api/chat",
+		Headers: func(t *testing.T) http.Header {
+			return bearer(r.srv[0].mintToken(fmt.Sprintf("sse-r-%d", n.Add(1)), "chat"))
+		},
+		Unauthorized:    bearer("zds_" + strings.Repeat("B", 43)),
+		MaxBody:         262144,
+		Prompt:          "Look it up.",
+		Heartbeat:       300 * time.Millisecond,
+		StreamsPerToken: 3,
+	})
+}
