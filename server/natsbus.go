@@ -42,7 +42,8 @@ func (s *Server) openBus(ctx context.Context) error {
 
 // Bus is the NATS JetStream bus of --nats-url, or nil (the in-process hub): /healthz reports its
 // connection and the cross-replica requests of run leases travel on its connection (issue 25
-// items 2 and 4).
+// items 2 and 4). It does not implement cluster.Tail yet: the transcript does not record the $seq
+// each flush covers (docs/scaling.md "Not yet shared across replicas").
 func (s *Server) Bus() *jetstream.Bus { return s.hub.bus.Load() }
 
 // Replica names this replica among those sharing the bus ("" without one): the prefix of its
