@@ -234,6 +234,7 @@ describe('web app in Chromium', () => {
     await queue.getByRole('button', { name: 'Remove follow-up: A queued follow-up.' }).click()
     await queue.waitFor({ state: 'detached' })
     await composer(page).press('Escape')
+    await waitForText(page, 'The queued prompt was cancelled.')
     await waitIdle(page)
     const text = (await transcript(page).textContent()) ?? ''
     assert.equal(text.includes('never shown'), false)
@@ -277,6 +278,27 @@ describe('web app in Chromium', () => {
     await other.waitForFunction(() => (document.querySelector('textarea[aria-label=Message]') as HTMLTextAreaElement).value === 'a draft from page one')
     await composer(page).fill('')
     await other.close()
+  })
+
+  test('rename, archive and delete sessions from the list', async () => {
+    const sessions = page.getByRole('list', { name: 'Sessions' })
+    await newSession(page)
+    await page.getByRole('button', { name: 'Rename' }).click()
+    await page.getByRole('textbox', { name: 'Session title' }).fill('Renamed <b>session</b>')
+    await page.getByRole('button', { name: 'Save' }).click()
+    await sessions.getByRole('button', { name: 'Renamed <b>session</b>' }).waitFor()
+    await page.getByRole('button', { name: 'Archive' }).click()
+    await sessions.getByRole('button', { name: 'Renamed <b>session</b>' }).waitFor({ state: 'detached' })
+    await newSession(page)
+    await page.getByRole('button', { name: 'Rename' }).click()
+    await page.getByRole('textbox', { name: 'Session title' }).fill('To delete')
+    await page.getByRole('button', { name: 'Save' }).click()
+    await sessions.getByRole('button', { name: 'To delete' }).waitFor()
+    await page.getByRole('button', { name: 'Delete', exact: true }).click()
+    await page.getByRole('button', { name: 'Confirm delete' }).click()
+    await sessions.getByRole('button', { name: 'To delete' }).waitFor({ state: 'detached' })
+    await page.getByRole('heading', { name: 'No session open' }).waitFor()
+    await sessions.getByRole('button', { name: 'Seen by the other page.' }).click()
   })
 
   test('usage page', async () => {
