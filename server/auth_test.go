@@ -2,12 +2,15 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -232,4 +235,59 @@ func openStore(t *testing.T, url string) *store.Store {
 // slogTo logs everything, debug included, as text to w.
 func slogTo(w io.Writer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// TestAuthPreRegisteredClient (issue 23 §5, seed "mcp"): mcp.upsert's clientSecret goes to the
+// credential store, never to mcps.json; a sign-in then uses the pre-registered client before
+// any registration, and a client that pins its redirect stays in loopback mode.
+func TestAuthPreRegisteredClient(t *testing.T) {
+	as := oauthtest.Start(t)
+	// The operator registered a confidential client with the authorization server beforehand.
+	resp, err := http.Post(as.AS+"register", "application/json", strings.NewReader(`{"redirect_uris":["http://127.0.0.1/zidane/oauth/callback"],"token_endpoint_auth_method":"client_secret_post","client_name":"pre"}`))
+	require.NoError(t, err)
+	var reg struct {
+		ClientID     string `json:"client_id"`
+		ClientSecret string `json:"client_secret"`
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&reg))
+	resp.Body.Close()
+	require.NotEmpty(t, reg.ClientSecret)
+
+	userFile := filepath.Join(t.TempDir(), "mcps.json")
+	e := newEnv(t, func(c *Config) { c.DataDir = t.TempDir(); c.MCPUserFile = userFile })
+	admin := e.dialAs(e.mint("admin"))
+	chat := e.dial()
+	chat.hello()
+	upsert := fmt.Sprintf(`{"name":"pre","target":"user","server":{"type":"http","url":%q,"oauth":{"clientId":%q,"redirectUri":"http://127.0.0.1/zidane/oauth/callback"}},"clientSecret":%q}`, as.MCP, reg.ClientID, reg.ClientSecret)
+	require.Equal(t, protocol.CodeForbidden, errCode(chat.call("mcp.upsert", upsert)))
+	require.Equal(t, protocol.CodeInvalidParams, errCode(admin.call("mcp.upsert", `{"name":"s","target":"user","server":{"command":"true"},"clientSecret":"x"}`)))
+	admin.result("mcp.upsert", upsert)
+	file, err := os.ReadFile(userFile)
+	require.NoError(t, err)
+	require.Contains(t, string(file), reg.ClientID)
+	require.NotContains(t, string(file), reg.ClientSecret, "no secret in mcps.json")
+	require.NotContains(t, fmt.Sprint(admin.result("audit.list", `{}`)), reg.ClientSecret)
+
+	b := admin.result("auth.oauth.begin", fmt.Sprintf(`{"server":"pre","redirectUri":%q}`, e.hs.URL+oauth.CallbackPath))
+	require.Equal(t, "loopback", b["mode"], "a pre-registered client that pins its redirect stays loopback")
+	require.Contains(t, b["url"], "client_id="+reg.ClientID)
+	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	r, err := noFollow.Get(b["url"].(string))
+	require.NoError(t, err)
+	r.Body.Close()
+	done := admin.result("auth.oauth.complete", fmt.Sprintf(`{"flowId":%q,"input":%q}`, b["flowId"], r.Header.Get("Location")))
+	require.Equal(t, "pre", done["server"])
+	var kinds []string
+	for _, c := range chat.result("auth.list", `{}`)["credentials"].([]any) {
+		kinds = append(kinds, c.(map[string]any)["kind"].(string))
+	}
+	require.ElementsMatch(t, []string{"mcp-client-secret", "mcp-token"}, kinds, "the pre-registered client is used: no registration was made")
+	tok, err := e.srv.Credentials().Token(t.Context(), as.AS, "pre")
+	require.NoError(t, err)
+	require.Equal(t, reg.ClientID, tok.ClientID)
+
+	admin.result("mcp.remove", `{"name":"pre","target":"user"}`)
+	sec, err := e.srv.Credentials().ClientSecret(t.Context(), "pre")
+	require.NoError(t, err)
+	require.False(t, sec.IsSet(), "removing the server drops its client secret")
 }

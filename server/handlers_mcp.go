@@ -192,6 +192,21 @@ func (h mcpHandler) Upsert(ctx context.Context, p *protocol.McpUpsertParams) (*p
 	if err != nil {
 		return nil, err
 	}
+	if p.ClientSecret != nil {
+		// The secret goes to the credential store, never to the file (seed "mcp"; issue 23 §5).
+		if err := needAdmin(ctx, "An OAuth client secret"); err != nil {
+			return nil, err
+		}
+		if !c.IsHTTP() || p.Target != protocol.McpTargetUser {
+			return nil, protocol.NewInvalidParamsError("params/clientSecret goes with an HTTP server of the user file (target user); a stdio or project server signs in to nothing.", &protocol.InvalidParamsErrorData{Pointer: "/clientSecret"})
+		}
+		if err := h.s.needCreds(); err != nil {
+			return nil, err
+		}
+		if err := h.s.creds.PutClientSecret(ctx, p.Name, *p.ClientSecret); err != nil {
+			return nil, storeErr(err, "params/name")
+		}
+	}
 	if _, err := h.s.rewriteMCPs(file, root, p.Name, entry); err != nil {
 		return nil, err
 	}
@@ -214,6 +229,12 @@ func (h mcpHandler) Remove(ctx context.Context, p *protocol.McpRemoveParams) (*p
 	had, err := h.s.rewriteMCPs(file, root, p.Name, nil)
 	if err != nil {
 		return nil, err
+	}
+	if had && p.Target == protocol.McpTargetUser && h.s.creds != nil {
+		// its pre-registered client's secret goes with it
+		if err := h.s.creds.PutClientSecret(ctx, p.Name, ""); err != nil {
+			return nil, storeErr(err, "params/name")
+		}
 	}
 	return &protocol.McpRemoveResult{Removed: had}, nil
 }

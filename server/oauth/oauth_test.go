@@ -3,6 +3,7 @@ package oauth_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -398,4 +399,25 @@ func (r *rig) noSecretInClear(t *testing.T) {
 		require.NotContains(t, string(dump), s, "no secret in the database in clear")
 		require.NotContains(t, r.logs.String(), s, "no secret in the log")
 	}
+}
+
+// TestClientMetadataDocument: served only with an https public URL, naming its own address as
+// client_id and the public callback as its one redirect.
+func TestClientMetadataDocument(t *testing.T) {
+	get := func(public string) (int, map[string]any) {
+		m, err := oauth.New(oauth.Config{Creds: &credstore.Store{}, Resolve: func(context.Context, string) (oauth.Server, error) { return oauth.Server{}, nil }, PublicURL: public})
+		require.NoError(t, err)
+		rec := httptest.NewRecorder()
+		m.ClientMetadataHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, oauth.ClientMetadataPath, nil))
+		var doc map[string]any
+		_ = json.Unmarshal(rec.Body.Bytes(), &doc)
+		return rec.Code, doc
+	}
+	code, _ := get("http://zidane.example")
+	require.Equal(t, http.StatusNotFound, code, "no document without https")
+	code, doc := get("https://zidane.example/")
+	require.Equal(t, 200, code)
+	require.Equal(t, "https://zidane.example"+oauth.ClientMetadataPath, doc["client_id"])
+	require.Equal(t, []any{"https://zidane.example" + oauth.CallbackPath}, doc["redirect_uris"])
+	require.Equal(t, "none", doc["token_endpoint_auth_method"])
 }
