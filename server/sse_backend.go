@@ -69,7 +69,10 @@ func tokenOf(c sse.Caller) store.Token {
 }
 
 // Call implements sse.Backend: the generated dispatcher with the token's scope, bounded by the
-// request timeout, and the audit entry of an audited method, as a WebSocket request gets.
+// request timeout, and the audit entry of an audited method, as a WebSocket request gets. The
+// handler's afterAnswer hooks run as the call returns, just before the HTTP answer is written: no
+// method an SSE route calls has one whose order against its answer matters (they start clones
+// and terminals, and sign a WebSocket out).
 func (b sseBackend) Call(ctx context.Context, c sse.Caller, method string, params []byte) (any, error) {
 	tok := tokenOf(c)
 	rc := newReqCtx(context.WithValue(ctx, sseCallerKey{}, tok), b.s.cfg.Limits.RequestTimeout)
