@@ -61,8 +61,8 @@ func waitKind(t *testing.T, c *wsConn, kind, id string) signal {
 
 // TestReplicasReachTheRunsOwner: a run started on replica B is stopped by chat.cancel on A; an
 // approval its tool asks for is answered on C and reaches the run on B; a prompt sent on A to a
-// session running on B is queued on B and runs there; a token revoked on A drops its connection
-// on B within a second.
+// session running on B is queued on B and runs there, and one sent on A once the session is idle
+// runs on A; a token revoked on A drops its connection on B within a second.
 func TestReplicasReachTheRunsOwner(t *testing.T) {
 	db := storetest.URL(t)
 	rs, root := startLeaseReplicas(t, db, []string{"A", "B", "C"}, "--scripted-step-delay", "100ms")
@@ -114,6 +114,12 @@ func TestReplicasReachTheRunsOwner(t *testing.T) {
 	assert.Equal(t, sid, start.SessionID)
 	end = waitKind(t, b, "run:end", queued.RunID)
 	assert.True(t, *end.OK)
+
+	// Idle now, the session's next prompt sent on A runs on A: B yields the lease it kept
+	// (cluster.LeaseLinger), and A's client sees the run.
+	onA := sendPrompt(t, a, sid, "On A now.")
+	end = waitKind(t, a, "run:end", onA)
+	assert.True(t, *end.OK, "the run is A's")
 
 	// A token revoked on A drops its connections on B within a second.
 	admin := dial(t, rs["A"], rs["A"].mintToken("replicas-admin", "admin"))

@@ -463,20 +463,31 @@ func (h chatHandler) Send(ctx context.Context, p *protocol.ChatSendParams) (*pro
 	release := h.s.holdSnapshots(x.ID) // answer other replicas' snapshots from its first signal
 	runID, stored, err := h.s.runs.StartPrompt(ctx, x, prompt, originOf(connFrom(ctx)))
 	release()
-	if owner, ok := elsewhere(err); ok {
-		// The session runs on another replica: the prompt is queued there (one hop; the
-		// owner answers a forwarded one itself, whatever it finds).
-		if _, fwd := forwardedActor(ctx); !fwd {
-			var out protocol.ChatSendResult
-			err := h.s.forward(ctx, owner, protocol.MethodChatSend, p, &out)
+	for try := 0; ; try++ {
+		owner, ok := elsewhere(err)
+		if !ok {
+			break
+		}
+		// The session's lease is another replica's: the prompt is queued there when a run holds
+		// it (one hop; the owner answers a forwarded one itself, whatever it finds), and runs
+		// here when the owner only kept the lease of an idle session (it yields it).
+		if _, fwd := forwardedActor(ctx); fwd || try == 2 {
 			tookEffect(ctx)
-			if err != nil {
-				return nil, err
-			}
-			return &out, nil
+			return nil, protocol.NewHandlerFailedError(fmt.Sprintf("The session now runs on replica %q; send the prompt again.", owner))
+		}
+		var out protocol.ChatSendResult
+		ferr := h.s.forward(ctx, owner, protocol.MethodChatSend, p, &out)
+		if errors.Is(ferr, errYielded) {
+			release := h.s.holdSnapshots(x.ID)
+			runID, stored, err = h.s.runs.StartPrompt(ctx, x, prompt, originOf(connFrom(ctx)))
+			release()
+			continue
 		}
 		tookEffect(ctx)
-		return nil, protocol.NewHandlerFailedError(fmt.Sprintf("The session now runs on replica %q; send the prompt again.", owner))
+		if ferr != nil {
+			return nil, ferr
+		}
+		return &out, nil
 	}
 	tookEffect(ctx) // started or queued: the connection's next prompt goes behind it
 	if err != nil {

@@ -28,7 +28,13 @@ type replicaCall struct {
 type replicaReply struct {
 	Result json.RawMessage `json:"result,omitempty"`
 	Error  *protocol.Error `json:"error,omitempty"`
+	// Yielded: the session was idle on the callee, which gave its lease up (cluster.LeaseLinger)
+	// instead of running the prompt; the caller runs it itself.
+	Yielded bool `json:"yielded,omitempty"`
 }
+
+// errYielded is forward's error when the callee yielded an idle session's lease (replicaReply).
+var errYielded = errors.New("the replica yielded the idle session's lease")
 
 // forwardedKey marks the context of a call another replica made: its actor, and that it is not
 // forwarded again (one hop).
@@ -73,6 +79,9 @@ func (s *Server) forward(ctx context.Context, target, method string, params, out
 	if err := json.Unmarshal(b, &rep); err != nil {
 		return protocol.NewHandlerFailedError(fmt.Sprintf("Replica %q answered something that is not a reply (%v); try again.", target, err))
 	}
+	if rep.Yielded {
+		return errYielded
+	}
 	if rep.Error != nil {
 		return rep.Error
 	}
@@ -91,6 +100,11 @@ func (s *Server) handleReplicaCall(ctx context.Context, body []byte) []byte {
 		case protocol.MethodChatSend:
 			var p protocol.ChatSendParams
 			if err = json.Unmarshal(call.Params, &p); err == nil {
+				if !s.runs.IsRunning(p.SessionID) && s.replica.Yield(ctx, p.SessionID) {
+					// Idle here: the caller runs it, where its client is.
+					b, _ := protocol.Marshal(replicaReply{Yielded: true})
+					return b
+				}
 				result, err = h.Chat().Send(ctx, &p)
 			}
 		case protocol.MethodChatCancel:

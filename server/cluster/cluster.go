@@ -37,6 +37,11 @@ const (
 	DefaultHeartbeat = 2 * time.Second
 )
 
+// LeaseLinger is how long a replica keeps a session's lease after the session's last run here
+// ended: a next prompt within it starts without a round trip to Postgres (the lease is this
+// replica's already), and a prompt sent to another replica meanwhile is queued here.
+const LeaseLinger = 30 * time.Second
+
 // CallTimeout bounds how long a call to another replica waits for its answer.
 const CallTimeout = 10 * time.Second
 
@@ -75,7 +80,10 @@ type Replica struct {
 	stop context.CancelFunc // ends the heartbeat loop (Close)
 	done chan struct{}      // closed when the loop ended
 
-	held   atomic.Int64 // leases this replica holds (the zidane_run_leases gauge)
+	leaseMu sync.Mutex
+	leases  map[string]*lease // the leases this replica holds, by session
+
+	held   atomic.Int64 // len(leases) (the zidane_run_leases gauge)
 	calls  atomic.Int64 // calls made to other replicas
 	served atomic.Int64 // calls answered for other replicas
 }
@@ -97,7 +105,15 @@ func New(cfg Config) (*Replica, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Replica{cfg: cfg, st: cfg.Store, log: cfg.Logger, waiters: map[int64]chan struct{}{}}, nil
+	return &Replica{cfg: cfg, st: cfg.Store, log: cfg.Logger, waiters: map[int64]chan struct{}{}, leases: map[string]*lease{}}, nil
+}
+
+// lease is a run lease this replica holds: its generation, whether a run holds it now, and the
+// timer that gives it back LeaseLinger after its last run.
+type lease struct {
+	gen    string
+	inUse  bool
+	linger *time.Timer
 }
 
 // ID is this replica's id.
@@ -169,6 +185,15 @@ func (r *Replica) loop(ctx context.Context) {
 }
 
 func (r *Replica) lose(reason string) {
+	r.leaseMu.Lock() // the leases are another replica's now
+	for sid, l := range r.leases {
+		if l.linger != nil {
+			l.linger.Stop()
+		}
+		delete(r.leases, sid)
+	}
+	r.held.Store(0)
+	r.leaseMu.Unlock()
 	if r.cfg.Lost != nil {
 		r.cfg.Lost(reason)
 	}
@@ -195,16 +220,35 @@ func (e *ElsewhereError) Error() string {
 	return fmt.Sprintf("the session runs on replica %q", e.Replica)
 }
 
-// Acquire implements agent.Leases: it takes the session's run lease. When the lease is held by
-// a dead replica whose runs were not taken over yet, it takes them over first and tries again.
-// Errors: *ElsewhereError (another live replica runs the session), the store's.
+// Acquire implements agent.Leases: it takes the session's run lease, at once when this replica
+// still holds it (LeaseLinger). When the lease is held by a dead replica whose runs were not
+// taken over yet, it takes them over first and tries again. Errors: *ElsewhereError (another live
+// replica runs the session), the store's.
 func (r *Replica) Acquire(ctx context.Context, sessionID, runID string) (string, error) {
+	r.leaseMu.Lock()
+	if l := r.leases[sessionID]; l != nil && !l.inUse {
+		if l.linger != nil {
+			l.linger.Stop()
+			l.linger = nil
+		}
+		l.inUse = true
+		r.leaseMu.Unlock()
+		r.Running(sessionID, l.gen, runID)
+		return l.gen, nil
+	}
+	r.leaseMu.Unlock()
 	for try := 0; ; try++ {
 		gen, err := r.st.AcquireLease(ctx, sessionID, r.cfg.ID, runID)
 		var held *store.LeaseHeldError
 		switch {
 		case err == nil:
-			r.held.Add(1)
+			r.leaseMu.Lock()
+			if old := r.leases[sessionID]; old != nil && old.linger != nil {
+				old.linger.Stop()
+			}
+			r.leases[sessionID] = &lease{gen: gen, inUse: true}
+			r.held.Store(int64(len(r.leases)))
+			r.leaseMu.Unlock()
 			return gen, nil
 		case errors.As(err, &held):
 			return "", &ElsewhereError{Replica: held.Replica}
@@ -228,10 +272,53 @@ func (r *Replica) Running(sessionID, gen, runID string) {
 	}()
 }
 
-// Release implements agent.Leases: it deletes the lease of generation gen (in the background;
-// a newer generation of this replica is kept).
+// Release implements agent.Leases: the session's last run here ended. The lease is kept for
+// LeaseLinger, then deleted in Postgres if it still has generation gen (a newer one is kept).
 func (r *Replica) Release(sessionID, gen string) {
-	r.held.Add(-1)
+	r.leaseMu.Lock()
+	defer r.leaseMu.Unlock()
+	l := r.leases[sessionID]
+	if l == nil || l.gen != gen {
+		r.releaseNow(sessionID, gen) // not one this replica tracks (lost and taken again)
+		return
+	}
+	l.inUse = false
+	l.linger = time.AfterFunc(LeaseLinger, func() {
+		r.leaseMu.Lock()
+		defer r.leaseMu.Unlock()
+		if cur := r.leases[sessionID]; cur == l && !l.inUse {
+			delete(r.leases, sessionID)
+			r.held.Store(int64(len(r.leases)))
+			r.releaseNow(sessionID, gen)
+		}
+	})
+}
+
+// Yield gives the session's lingering lease up at once when no run holds it here (an idle
+// session): another replica is about to run the session. It reports false when a run here holds
+// the lease, or this replica tracks none for the session (then it runs the prompt itself).
+func (r *Replica) Yield(ctx context.Context, sessionID string) bool {
+	r.leaseMu.Lock()
+	l := r.leases[sessionID]
+	if l == nil || l.inUse {
+		r.leaseMu.Unlock()
+		return false
+	}
+	if l.linger != nil {
+		l.linger.Stop()
+	}
+	delete(r.leases, sessionID)
+	r.held.Store(int64(len(r.leases)))
+	r.leaseMu.Unlock()
+	if err := r.st.ReleaseLease(ctx, sessionID, l.gen); err != nil {
+		r.log.Warn("cluster: could not yield a run lease", "session", sessionID, "err", err)
+		return false
+	}
+	return true
+}
+
+// releaseNow deletes the lease of generation gen in Postgres, in the background.
+func (r *Replica) releaseNow(sessionID, gen string) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
