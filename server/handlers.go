@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/zidane-server/zidane/protocol"
+	"github.com/zidane-server/zidane/server/agent"
 	"github.com/zidane-server/zidane/server/store"
 	"github.com/zidane-server/zidane/server/workspace"
 )
@@ -440,6 +441,9 @@ const promptStoreWait = time.Minute
 // run's run:start and prompt are published before the commit.
 func (h chatHandler) Send(ctx context.Context, p *protocol.ChatSendParams) (*protocol.ChatSendResult, error) {
 	const hint = "Create the session before sending a prompt."
+	if bad := agent.CheckAttachments(p.Attachments); bad != nil { // before anything takes effect
+		return nil, protocol.NewInvalidParamsError("params"+bad.Pointer+": "+bad.Message, &protocol.InvalidParamsErrorData{Pointer: bad.Pointer})
+	}
 	x, err := h.s.cachedSession(ctx, p.SessionID, hint)
 	if err != nil {
 		return nil, err
@@ -460,6 +464,7 @@ func (h chatHandler) Send(ctx context.Context, p *protocol.ChatSendParams) (*pro
 	if err != nil {
 		return nil, err
 	}
+	prompt.Attachments = p.Attachments
 	release := h.s.holdSnapshots(x.ID) // answer other replicas' snapshots from its first signal
 	runID, stored, err := h.s.runs.StartPrompt(ctx, x, prompt, originOf(connFrom(ctx)))
 	release()

@@ -156,28 +156,29 @@ type Runtime struct {
 
 type run struct {
 	id, sessionID, prompt string
-	command, arguments    string // the command the prompt was made from (Prompt)
+	command, arguments    string                // the command the prompt was made from (Prompt)
+	attachments           []protocol.Attachment // sent with the prompt (Prompt)
 	// parent is, for a subagent's run, the parent's agent as its run offers it: the child never
 	// holds more (runTask). nil for a root run.
 	parent *runAgent
 	// answer is the text of the run's last model turn; finished is closed after its run:end,
 	// with ok saying how it ended (a task call waits on them).
-	answer   strings.Builder
-	finished chan struct{}
-	endOnce  sync.Once
-	ok       bool
-	children int // the task calls that started a child (run goroutine only)
-	session               store.Session
-	origin                Origin
-	ctx                   context.Context
-	cancel                context.CancelFunc
-	cancelled             bool                 // stopped by Cancel (not by shutdown); guarded by Runtime.mu
-	ended                 bool                 // its run:end is about to go out or went out; Runtime.mu
-	streaming             bool                 // the provider still runs, so a cancel can stop it; Runtime.mu
-	queuedAt              time.Time            // when it was queued as a follow-up (queue.list)
-	promptEv              protocol.StreamEvent // its user-prompt event as sent, set by launch
-	start                 *runStart            // its prompt's write (launch)
-	leaseGen              string               // the session's run lease it runs under (Config.Leases); "" without
+	answer    strings.Builder
+	finished  chan struct{}
+	endOnce   sync.Once
+	ok        bool
+	children  int // the task calls that started a child (run goroutine only)
+	session   store.Session
+	origin    Origin
+	ctx       context.Context
+	cancel    context.CancelFunc
+	cancelled bool                 // stopped by Cancel (not by shutdown); guarded by Runtime.mu
+	ended     bool                 // its run:end is about to go out or went out; Runtime.mu
+	streaming bool                 // the provider still runs, so a cancel can stop it; Runtime.mu
+	queuedAt  time.Time            // when it was queued as a follow-up (queue.list)
+	promptEv  protocol.StreamEvent // its user-prompt event as sent, set by launch
+	start     *runStart            // its prompt's write (launch)
+	leaseGen  string               // the session's run lease it runs under (Config.Leases); "" without
 }
 
 // droppedRun is a run that ended before it started: a cancelled or interrupted follow-up, or one
@@ -305,7 +306,7 @@ func (r *Runtime) start(ctx context.Context, x store.Session, p Prompt, origin O
 		return nil, nil, &Refusal{fmt.Sprintf("Session %q is being rolled back, restored or compacted; send the prompt again once that call answers.", x.ID)}
 	}
 	runCtx, cancel := context.WithCancel(r.base)
-	ru = &run{id: id, sessionID: x.ID, prompt: prompt, command: p.Command, arguments: p.Arguments, session: x, origin: origin, ctx: runCtx, cancel: cancel, leaseGen: gen,
+	ru = &run{id: id, sessionID: x.ID, prompt: prompt, command: p.Command, arguments: p.Arguments, attachments: p.Attachments, session: x, origin: origin, ctx: runCtx, cancel: cancel, leaseGen: gen,
 		parent: parent, finished: make(chan struct{})}
 	if act, busy := r.active[x.ID]; busy {
 		ru.leaseGen = act.leaseGen // a follow-up runs under the running prompt's lease
@@ -378,7 +379,7 @@ func (ru *run) finish(ok bool) {
 
 // userPrompt is the run's user-prompt event (a new turn id each time).
 func (ru *run) userPrompt() *protocol.UserPromptEvent {
-	ev := &protocol.UserPromptEvent{Text: ru.prompt, TurnID: uuid.NewString()}
+	ev := &protocol.UserPromptEvent{Text: ru.prompt, TurnID: uuid.NewString(), Attachments: ru.attachments}
 	if ru.command != "" {
 		ev.Command, ev.Arguments = ptr(ru.command), ptr(ru.arguments)
 	}

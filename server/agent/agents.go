@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/zidane-server/zidane/protocol"
 	"github.com/zidane-server/zidane/server/agent/defs"
 	"github.com/zidane-server/zidane/server/agent/provider"
 	"github.com/zidane-server/zidane/server/oneline"
@@ -17,6 +18,9 @@ import (
 type Prompt struct {
 	Text               string
 	Command, Arguments string
+	// Attachments are the files sent with it (chat.send's attachments, checked by
+	// CheckAttachments): stored in its user-prompt event and passed to the model.
+	Attachments []protocol.Attachment
 }
 
 // Definitions reads the agents, skills and commands of x's project merged with the server

@@ -83,7 +83,7 @@ func buildHistory(events []protocol.StreamEvent, prefix bool) []provider.Message
 		switch e := ev.(type) {
 		case *protocol.UserPromptEvent:
 			endExchange()
-			out = append(out, provider.Message{Role: provider.RoleUser, Text: e.Text})
+			out = append(out, userMessage(e))
 			exchangeStart, failed = len(out)-1, false
 		case *protocol.MarkdownEvent:
 			m := assistant(e.TurnID)
@@ -157,8 +157,12 @@ func isJSONObject(b []byte) bool {
 
 // estimateTokens is a conservative count of a message's tokens for fitting the context window:
 // a token per 4 bytes (rounded up) plus a few for the message's frame.
+// imageTokenBytes is what an image counts in estimateTokens, in bytes of text (4 a token): about
+// 1600 tokens, what a model bills a picture of about a megapixel.
+const imageTokenBytes = 1600 * 4
+
 func estimateTokens(m provider.Message) int {
-	n := len(m.Text) + len(m.Thinking) + len(m.ToolName) + len(m.ToolCallID)
+	n := len(m.Text) + len(m.Thinking) + len(m.ToolName) + len(m.ToolCallID) + len(m.Images)*imageTokenBytes
 	for _, c := range m.ToolCalls {
 		n += len(c.ID) + len(c.Name) + len(c.Arguments)
 	}

@@ -157,6 +157,10 @@ func (r *Runtime) runModel(ctx context.Context, ru *run) (protocol.RunSummary, s
 	if err != nil {
 		return sum, "", &runError{err.Error() + "; pick one with sessions.setModel."}
 	}
+	takesImages := provider.TakesImages(prov, model.Name)
+	if names := promptImages(ru.attachments); len(names) > 0 && !takesImages {
+		return sum, "", noImagesError(model.ID, names) // said in the run, before any turn (issue 24)
+	}
 	runner := r.tools
 	if _, ok := prov.(*scripted.Provider); ok {
 		runner = withLookup{runner}
@@ -212,6 +216,9 @@ func (r *Runtime) runModel(ctx context.Context, ru *run) (protocol.RunSummary, s
 				sum.DroppedExchanges = &d
 			}
 			maxOut = answerTokens(w, lim.MaxOutputTokens, fixed+keptTokens)
+		}
+		if !takesImages {
+			msgs = withoutImages(msgs) // earlier prompts' images, as a note
 		}
 		req := &provider.Request{Model: model.Name, System: system, Messages: msgs, Tools: tools, MaxOutputTokens: maxOut}
 		turnID := uuid.NewString()

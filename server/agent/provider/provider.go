@@ -57,6 +57,29 @@ type Message struct {
 	ToolName string
 	// IsError marks a tool result that reports a failure (tool only).
 	IsError bool
+	// Images are the images the user attached (user only; issue 24). The runtime sends them only
+	// to a provider that TakesImages; text files arrive inside Text.
+	Images []Image
+}
+
+// Image is an image attached to a user message: its bytes, decoded.
+type Image struct {
+	Name string
+	// MediaType is image/png, image/jpeg, image/gif or image/webp.
+	MediaType string
+	Data      []byte
+}
+
+// ImageTaker is implemented by providers whose models take images in user messages.
+type ImageTaker interface {
+	// TakesImages reports whether the named model (without "provider/") takes images.
+	TakesImages(model string) bool
+}
+
+// TakesImages reports whether p's model takes images: p implements ImageTaker and says so.
+func TakesImages(p Provider, model string) bool {
+	it, ok := p.(ImageTaker)
+	return ok && it.TakesImages(model)
 }
 
 // ToolCall is one complete call of a tool by the model.

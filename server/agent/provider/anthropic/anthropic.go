@@ -12,6 +12,7 @@ package anthropic
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -100,6 +101,10 @@ func New(cfg Config) *Provider {
 // Name returns the provider's name.
 func (p *Provider) Name() string { return p.cfg.Name }
 
+// TakesImages implements provider.ImageTaker: Anthropic's Messages API takes PNG, JPEG, GIF and
+// WebP images in user messages (issue 24).
+func (p *Provider) TakesImages(string) bool { return true }
+
 // Models returns the configured models and those GET /v1/models lists (cached for ModelsTTL),
 // with the API's max_input_tokens as context window unless configured. When the listing fails,
 // the configured models come back with the error.
@@ -142,7 +147,12 @@ func (p *Provider) params(req *provider.Request) an.MessageNewParams {
 	for _, m := range req.Messages {
 		switch m.Role {
 		case provider.RoleUser:
-			add(true, an.NewTextBlock(m.Text))
+			// Images first, then the text: the order Anthropic's vision guide recommends.
+			blocks := make([]an.ContentBlockParamUnion, 0, len(m.Images)+1)
+			for _, im := range m.Images {
+				blocks = append(blocks, an.NewImageBlockBase64(im.MediaType, base64.StdEncoding.EncodeToString(im.Data)))
+			}
+			add(true, append(blocks, an.NewTextBlock(m.Text))...)
 		case provider.RoleTool:
 			add(true, an.NewToolResultBlock(m.ToolCallID, m.Text, m.IsError))
 		case provider.RoleAssistant:

@@ -13,6 +13,7 @@ package openai
 import (
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -108,6 +109,10 @@ func New(cfg Config) *Provider {
 // Name returns the provider's name.
 func (p *Provider) Name() string { return p.cfg.Name }
 
+// TakesImages implements provider.ImageTaker: an OpenAI-compatible model is sent images as
+// image_url parts (issue 24); a server whose model takes none answers with an error the run shows.
+func (p *Provider) TakesImages(string) bool { return true }
+
 // Models returns the configured models and those the endpoint's GET /models lists (cached for
 // ModelsTTL). Configured context windows win; vLLM's max_model_len and the context_length of
 // OpenRouter and LM Studio fill in the others. When the listing fails, the configured models
@@ -145,7 +150,18 @@ func (p *Provider) params(req *provider.Request) oa.ChatCompletionNewParams {
 	for _, m := range req.Messages {
 		switch m.Role {
 		case provider.RoleUser:
-			msgs = append(msgs, oa.UserMessage(m.Text))
+			if len(m.Images) == 0 {
+				msgs = append(msgs, oa.UserMessage(m.Text))
+				break
+			}
+			// Images as image_url parts holding data: URLs (the vision input every
+			// compatible server that takes images reads), after the text.
+			parts := []oa.ChatCompletionContentPartUnionParam{oa.TextContentPart(m.Text)}
+			for _, im := range m.Images {
+				parts = append(parts, oa.ImageContentPart(oa.ChatCompletionContentPartImageImageURLParam{
+					URL: "data:" + im.MediaType + ";base64," + base64.StdEncoding.EncodeToString(im.Data)}))
+			}
+			msgs = append(msgs, oa.UserMessage(parts))
 		case provider.RoleTool:
 			msgs = append(msgs, oa.ToolMessage(m.Text, m.ToolCallID))
 		case provider.RoleAssistant:

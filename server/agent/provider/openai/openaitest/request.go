@@ -17,12 +17,52 @@ type ChatRequest struct {
 	Raw                 json.RawMessage `json:"-"`
 }
 
-// ChatMessage is one message of a request. Content is a string in what the provider sends.
+// ChatMessage is one message of a request. Content is its text: the string the provider sends,
+// or the text parts of a content array (a user message with images), whose parts are in Parts.
 type ChatMessage struct {
 	Role       string         `json:"role"`
 	Content    string         `json:"content"`
+	Parts      []ChatPart     `json:"-"`
 	ToolCalls  []ChatToolCall `json:"tool_calls"`
 	ToolCallID string         `json:"tool_call_id"`
+}
+
+// ChatPart is one part of a content array: {"type":"text","text"} or
+// {"type":"image_url","image_url":{"url"}}.
+type ChatPart struct {
+	Type     string `json:"type"`
+	Text     string `json:"text"`
+	ImageURL struct {
+		URL string `json:"url"`
+	} `json:"image_url"`
+}
+
+// UnmarshalJSON takes content as a string or as an array of parts.
+func (m *ChatMessage) UnmarshalJSON(b []byte) error {
+	type plain ChatMessage
+	var raw struct {
+		plain
+		Content json.RawMessage `json:"content"`
+	}
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return err
+	}
+	*m = ChatMessage(raw.plain)
+	if len(raw.Content) == 0 || raw.Content[0] != '[' {
+		if len(raw.Content) > 0 && string(raw.Content) != "null" {
+			return json.Unmarshal(raw.Content, &m.Content)
+		}
+		return nil
+	}
+	if err := json.Unmarshal(raw.Content, &m.Parts); err != nil {
+		return err
+	}
+	for _, p := range m.Parts {
+		if p.Type == "text" {
+			m.Content += p.Text
+		}
+	}
+	return nil
 }
 
 // ChatToolCall is an assistant message's tool call.
