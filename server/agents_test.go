@@ -2,6 +2,8 @@ package server
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -303,4 +305,31 @@ func TestSubagentNeverHoldsMoreThanItsParent(t *testing.T) {
 	require.Len(t, res, 2)
 	assert.Contains(t, res[0]["text"], "not offered")
 	assert.Contains(t, res[1]["text"], "deepest allowed", "a task call from the deepest level is refused")
+}
+
+func TestClaudeImportScopesAndFlag(t *testing.T) {
+	home := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(home, ".claude", "commands"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(home, ".claude", "commands", "fix.md"), []byte("Fix $ARGUMENTS.\n"), 0o644))
+	for _, allow := range []bool{false, true} {
+		e := newEnv(t, func(c *Config) { c.UserHome, c.AllowRemoteInstalls = home, allow })
+		chat := e.dial()
+		hello := chat.hello()
+		assert.Equal(t, allow, hello["remoteInstalls"] == true)
+		assert.Equal(t, true, chat.result("claudeImport.detect", `{}`)["found"])
+		assert.Equal(t, -32013, errCode(chat.call("claudeImport.preview", `{}`)), "preview needs admin")
+		admin := e.dialAs(e.mint("admin"))
+		items := admin.result("claudeImport.preview", `{}`)["items"].([]any)
+		require.Len(t, items, 1)
+		m := admin.call("claudeImport.run", `{}`)
+		if !allow {
+			assert.Equal(t, -32014, errCode(m), "%v", m)
+			assert.Contains(t, fmt.Sprint(m["error"]), "--allow-remote-installs")
+			continue
+		}
+		require.Nil(t, m["error"], "%v", m)
+		assert.Equal(t, true, m["result"].(map[string]any)["items"].([]any)[0].(map[string]any)["done"])
+		_, err := os.Stat(filepath.Join(home, ".zidane", "commands", "fix.md"))
+		assert.NoError(t, err)
+	}
 }

@@ -110,6 +110,9 @@ func (h ipcHandler) Hello(ctx context.Context, p *protocol.IPCHelloParams) (*pro
 	if h.s.cfg.AllowClone {
 		res.Clone = ptr(true)
 	}
+	if h.s.cfg.AllowRemoteInstalls {
+		res.RemoteInstalls = ptr(true)
+	}
 	if h.s.cfg.ProjectTerminals {
 		res.ProjectTerminals = ptr(true)
 	}

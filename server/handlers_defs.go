@@ -262,3 +262,55 @@ func (h orchestrationHandler) List(ctx context.Context, p *protocol.Orchestratio
 	}
 	return res, nil
 }
+
+type claudeImportHandler struct{ s *Server }
+
+// ClaudeImport returns the claudeImport group's handler.
+func (h *handlers) ClaudeImport() protocol.ClaudeImportHandler { return claudeImportHandler{h.s} }
+
+// home is the server user's home for the import; "" refuses (the server runs without one).
+func (h claudeImportHandler) home() (string, error) {
+	if h.s.cfg.UserHome == "" {
+		return "", protocol.NewHandlerFailedError("The server runs without a user home (Config.UserHome), so there is no Claude Code setup to import.")
+	}
+	return h.s.cfg.UserHome, nil
+}
+
+// Detect implements claudeImport.detect.
+func (h claudeImportHandler) Detect(ctx context.Context, _ *protocol.ClaudeImportDetectParams) (*protocol.ClaudeImportDetectResult, error) {
+	if h.s.cfg.UserHome == "" {
+		return &protocol.ClaudeImportDetectResult{Paths: []string{}}, nil
+	}
+	found, paths := defs.DetectClaude(h.s.cfg.UserHome)
+	return &protocol.ClaudeImportDetectResult{Found: found, Paths: append([]string{}, paths...)}, nil
+}
+
+func importOut(items []defs.ImportItem) *protocol.ClaudeImportResult {
+	out := &protocol.ClaudeImportResult{Items: make([]protocol.ClaudeImportItem, 0, len(items))}
+	for _, it := range items {
+		out.Items = append(out.Items, protocol.ClaudeImportItem{Kind: protocol.ClaudeImportItemKind(it.Kind), Name: it.Name, From: it.From,
+			To: optString(it.To), Action: protocol.ClaudeImportItemAction(it.Action), Reason: optString(it.Reason), Done: it.Done})
+	}
+	return out
+}
+
+// Preview implements claudeImport.preview.
+func (h claudeImportHandler) Preview(ctx context.Context, _ *protocol.ClaudeImportPreviewParams) (*protocol.ClaudeImportResult, error) {
+	home, err := h.home()
+	if err != nil {
+		return nil, err
+	}
+	return importOut(defs.PlanImport(home)), nil
+}
+
+// Run implements claudeImport.run (behind --allow-remote-installs).
+func (h claudeImportHandler) Run(ctx context.Context, _ *protocol.ClaudeImportRunParams) (*protocol.ClaudeImportResult, error) {
+	if !h.s.cfg.AllowRemoteInstalls {
+		return nil, protocol.NewHandlerFailedError("The import copies commands the server will run, so it needs the operator's " + FlagHint("--allow-remote-installs", h.s.cfg.ViaMakeRun, h.s.cfg.MakeArgs) + "; claudeImport.preview shows what it would copy.")
+	}
+	home, err := h.home()
+	if err != nil {
+		return nil, err
+	}
+	return importOut(defs.RunImport(home)), nil
+}

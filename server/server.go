@@ -190,6 +190,9 @@ type Config struct {
 	// ProjectTerminals lets admin tokens run terminals in the workspace roots (the terminal group;
 	// hello's projectTerminals: true). Off by default: see docs/security.md.
 	ProjectTerminals bool
+	// AllowRemoteInstalls lets admin tokens install what the server will run: claudeImport.run
+	// (issue 27 item 5); hello's remoteInstalls says so.
+	AllowRemoteInstalls bool
 	// AllowCreateFolders lets chat tokens create folders in the workspace roots (fs.createFolder;
 	// hello's createFolders). Off by default.
 	AllowCreateFolders bool

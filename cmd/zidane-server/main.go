@@ -237,7 +237,7 @@ func startCmd() *cobra.Command {
 	var unixSocket string
 	var credentialKeyFile, publicURL string
 	var limits server.Limits
-	var allowClone, projectTerminals, allowCreateFolders, webApp bool
+	var allowClone, projectTerminals, allowCreateFolders, allowRemoteInstalls, webApp bool
 	var sb server.SandboxConfig
 	var sbDefault string
 	var sbUnsupported []string
@@ -340,7 +340,7 @@ func startCmd() *cobra.Command {
 			}
 			self, cli := binaries()
 			cfg := server.Config{WorkspaceRoots: roots, AllowedOrigins: origins, AllowedHosts: allowedHosts, TokenRecheck: tokenRecheck, DataDir: db.dataDir, StepDelay: stepDelay, Logger: log, Limits: limits, Binary: absBinary(self),
-				AllowClone: allowClone, CloneSchemes: cloneSchemes, ProjectTerminals: projectTerminals, AllowCreateFolders: allowCreateFolders,
+				AllowClone: allowClone, CloneSchemes: cloneSchemes, ProjectTerminals: projectTerminals, AllowCreateFolders: allowCreateFolders, AllowRemoteInstalls: allowRemoteInstalls,
 				ApprovalTimeout: approvalTimeout, RestoreWindow: restoreWindow, Models: models, SystemPrompt: systemPrompt, RunLimits: runLimits, Sandbox: sb,
 				ViaMakeRun: os.Getenv(server.MakeRunEnv) == "1", MakeArgs: os.Getenv(server.MakeArgsEnv), WebApp: webApp,
 				SSEBasePath: sseBasePath, SSEHeartbeat: sseHeartbeat,
@@ -485,6 +485,7 @@ func startCmd() *cobra.Command {
 	cmd.Flags().DurationVar(&sseHeartbeat, "sse-heartbeat", 15*time.Second, "how often an idle SSE stream writes a comment line, so idle proxies keep it open")
 	cmd.Flags().IntVar(&limits.MaxWatches, "max-watches", watch.DefaultMax, "folders (kernel inotify watches) the server's one file watcher holds for all connections together (git.watch); keep it below fs.inotify.max_user_watches")
 	cmd.Flags().BoolVar(&allowCreateFolders, "allow-create-folders", false, "let chat tokens create folders in the workspace roots (fs.createFolder)")
+	cmd.Flags().BoolVar(&allowRemoteInstalls, "allow-remote-installs", false, "let admin tokens install what the server will run (claudeImport.run copies ~/.claude's agents, commands, skills and MCP servers into ~/.zidane)")
 	cmd.Flags().BoolVar(&allowClone, "allow-clone", false, "let chat tokens clone repositories into the workspace roots (git.clone)")
 	cmd.Flags().StringArrayVar(&cloneSchemes, "clone-scheme", nil, "URL scheme git.clone and git.sync accept (repeatable; default https and ssh; local paths inside the roots always)")
 	cmd.Flags().BoolVar(&webApp, "web-app", true, "serve the web app on every plain GET no other route takes (--web-app=false: those answer 404)")
