@@ -8,6 +8,7 @@ import (
 	"github.com/zidane-server/zidane/protocol"
 	"github.com/zidane-server/zidane/server/agent"
 	"github.com/zidane-server/zidane/server/agent/defs"
+	"github.com/zidane-server/zidane/server/agent/mcp"
 	"github.com/zidane-server/zidane/server/store"
 )
 
@@ -29,7 +30,7 @@ func (h *handlers) Skills() protocol.SkillsHandler { return skillsHandler{h.s} }
 // Commands returns the commands group's handler.
 func (h *handlers) Commands() protocol.CommandsHandler { return commandsHandler{h.s} }
 
-// definitions reads the definitions of cwd's project ('' or nil: the first root).
+// definitions reads the definitions of cwd's project (” or nil: the first root).
 func (s *Server) definitions(cwd *string) (*defs.Set, error) {
 	c := ""
 	if cwd != nil {
@@ -192,6 +193,13 @@ func (h commandsHandler) List(ctx context.Context, p *protocol.CommandsListParam
 		res.Commands = append(res.Commands, protocol.CommandInfo{Name: c.Name, Description: c.Description, ArgumentHint: optString(c.ArgumentHint),
 			Kind: protocol.CommandInfoKind(c.Kind), Agent: optString(c.Agent), Model: optString(c.Model), Origin: protocol.DefinitionOrigin(c.Origin), Path: optString(c.Path)})
 	}
+	root := ""
+	if p.Cwd != nil && *p.Cwd != "" {
+		if r, _, err := h.s.resolveCwd(*p.Cwd); err == nil {
+			root = r
+		}
+	}
+	res.Commands = append(res.Commands, h.s.mcpCommands(ctx, root)...) // MCP prompts (issue 23)
 	return res, nil
 }
 
@@ -206,6 +214,22 @@ func (s *Server) commandPrompt(ctx context.Context, x store.Session, p *protocol
 	}
 	set := s.runs.Definitions(x.ProjectRoot)
 	c, ok := set.Command(*p.Command)
+	if !ok && strings.HasPrefix(*p.Command, mcp.ToolPrefix) { // an MCP server's prompt (issue 23)
+		args := ""
+		if p.Arguments != nil {
+			args = *p.Arguments
+		}
+		text, found, err := s.mcpPromptText(ctx, x.ProjectRoot, *p.Command, args)
+		if err != nil {
+			return x, agent.Prompt{}, err
+		}
+		if found {
+			if text == "" {
+				return x, agent.Prompt{}, protocol.NewInvalidParamsError(fmt.Sprintf("params/command: %q makes an empty prompt.", *p.Command), &protocol.InvalidParamsErrorData{Pointer: "/command"})
+			}
+			return x, agent.Prompt{Text: text, Command: *p.Command, Arguments: args}, nil
+		}
+	}
 	if !ok {
 		var names []string
 		for _, c := range set.Commands {

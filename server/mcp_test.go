@@ -19,6 +19,7 @@ import (
 	"github.com/zidane-server/zidane/server/agent"
 	"github.com/zidane-server/zidane/server/agent/mcp/mcptest"
 	"github.com/zidane-server/zidane/server/agent/provider/scripted"
+	"github.com/zidane-server/zidane/server/store"
 )
 
 // copyTestBinary puts this test binary (the Go SDK test server behind mcptest.EnvServe) into
@@ -109,6 +110,22 @@ func TestMCPGroups(t *testing.T) {
 	assert.Equal(t, "running", cat["gotest"]["status"])
 	require.NotNil(t, cat["gotest"]["lastTest"])
 	assert.NotEmpty(t, cat["gotest"]["tools"])
+
+	// Its prompts are commands mcp__<server>__<prompt>; a command fills the prompt's arguments.
+	var greet map[string]any
+	for _, x := range chat.result("commands.list", `{}`)["commands"].([]any) {
+		if c := x.(map[string]any); c["name"] == "mcp__gotest__greet" {
+			greet = c
+		}
+	}
+	require.NotNil(t, greet, "commands.list offers the MCP prompt")
+	assert.Equal(t, "mcp", greet["kind"])
+	assert.Equal(t, "<name>", greet["argumentHint"])
+	_, prompt, err := e.srv.commandPrompt(t.Context(), store.Session{ProjectRoot: root}, &protocol.ChatSendParams{Command: ptr("mcp__gotest__greet"), Arguments: ptr("Ada")})
+	require.NoError(t, err)
+	assert.Equal(t, "Say hello to Ada.", prompt.Text)
+	_, _, err = e.srv.commandPrompt(t.Context(), store.Session{ProjectRoot: root}, &protocol.ChatSendParams{Command: ptr("mcp__gotest__greet")})
+	assert.ErrorContains(t, err, `needs the argument "name"`)
 
 	res := chat.result("mcp.resources", `{"name":"gotest"}`)
 	require.Len(t, res["resources"], 1)
