@@ -55,3 +55,4 @@ bootstrap:
 
 clean:
 	rm -rf bin sdk-ts/node_modules
+	find server/webapp/dist -mindepth 1 ! -name .placeholder -delete

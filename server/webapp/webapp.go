@@ -32,6 +32,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/zidane-server/zidane/protocol"
 )
 
 //go:embed all:dist
@@ -50,8 +52,9 @@ const CSP = "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inl
 // ImmutableCache is the Cache-Control of hashed assets: their name changes with their content.
 const ImmutableCache = "public, max-age=31536000, immutable"
 
-// DefaultSSEBase is the SSE handler's default base path (the client seed's createSseHost example).
-const DefaultSSEBase = "/api/chat"
+// DefaultSSEBase is the SSE handler's default base path (protocol.SSEDefaultBasePath, the client
+// seed's createSseHost example).
+const DefaultSSEBase = protocol.SSEDefaultBasePath
 
 // Options configure a Handler.
 type Options struct {
