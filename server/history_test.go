@@ -278,3 +278,41 @@ func TestHistoryPrompts(t *testing.T) {
 	m := c.call("history.prompts", `{"cwd":"/etc"}`)
 	assert.Contains(t, m["error"].(map[string]any)["message"], "outside the workspace roots")
 }
+
+// TestSearchOverTheWire (issue 28, "Search"): a word of a tool result finds its session at the
+// result's turn, highlighted; an archived session only when asked; a machine token nothing.
+func TestSearchOverTheWire(t *testing.T) {
+	e, fake, c := historyEnv(t, 200000)
+	e.L.Write(t, "notes.txt", "the quokka configuration lives here\n")
+	sid := c.newSession()
+	fake.Enqueue(openaitest.CallReply(10, 5, openaitest.Call{ID: "call_1", Name: "read_file", Args: `{"path":"notes.txt"}`}), openaitest.Reply("Read it.", 10, 3))
+	require.Equal(t, true, c.runEndOf(sid, c.prompt(sid, "read my notes"))["ok"])
+	old := c.newSession()
+	c.ask(fake, old, "a quokka question", "answer")
+	c.result("sessions.archive", fmt.Sprintf(`{"sessionId":%q,"archived":true}`, old))
+
+	res := c.result("search.sessions", `{"query":"quokka"}`)["results"].([]any)
+	require.Len(t, res, 1, "the archived session only when asked")
+	hit := res[0].(map[string]any)
+	assert.Equal(t, sid, hit["session"].(map[string]any)["id"])
+	assert.Equal(t, "tool-result", hit["kind"])
+	var resultTurn string
+	for _, ev := range c.events(sid) {
+		if ev["kind"] == "tool-result" {
+			resultTurn = ev["turnId"].(string)
+		}
+	}
+	assert.Equal(t, resultTurn, hit["turnId"])
+	snippet := hit["snippet"].(string)
+	h := hit["highlights"].([]any)[0].(map[string]any)
+	start, n := num(t, h["start"]), num(t, h["length"])
+	assert.Equal(t, "quokka", snippet[start:start+n])
+	assert.Len(t, c.result("search.sessions", `{"query":"quokka","archived":true}`)["results"], 2)
+
+	m := c.call("search.sessions", `{"query":"quokka","cursor":"nope"}`)
+	assert.Equal(t, -32602, errCode(m))
+	machine := e.dialAs(e.mint("machine"))
+	m = machine.call("search.sessions", `{"query":"quokka"}`)
+	assert.NotZero(t, errCode(m), "a machine token sees nothing: %v", m)
+	assert.Nil(t, m["result"])
+}

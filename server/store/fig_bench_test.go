@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sort"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -128,5 +130,88 @@ func BenchmarkFigPaging(b *testing.B) {
 				b.Fatalf("baseline read %d rows, the store %d", n, want)
 			}
 		}
+	})
+}
+
+// searchCorpusURL is the database of BenchmarkFigSearch: 10,000 sessions of 100 events (1,000,000),
+// built once per process (storetest.SearchCorpus).
+func searchCorpusURL(b *testing.B) string {
+	return storetest.SharedURL(b, "search-10000x100", func(u string) error {
+		ctx := context.Background()
+		st, err := store.Open(ctx, u, store.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			return err
+		}
+		st.Close()
+		c, err := pgx.Connect(ctx, u)
+		if err != nil {
+			return err
+		}
+		defer c.Close(ctx)
+		return storetest.SearchCorpus(ctx, c, 10000, 100)
+	})
+}
+
+// latencies reports the p50 and p99 of ds in ms and ns.
+func latencies(b *testing.B, ds []time.Duration) {
+	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+	p50, p99 := ds[len(ds)/2], ds[len(ds)*99/100]
+	b.ReportMetric(float64(p50.Nanoseconds()), "p50-ns")
+	b.ReportMetric(float64(p50.Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(p99.Microseconds())/1000, "p99-ms")
+}
+
+// BenchmarkFigSearch (issue 28): search.sessions' store query over 10,000 sessions and 1,000,000
+// events (each query a word of about 1,000 events of different sessions, a page of 20 with its
+// snippets), against the bare index lookup of the same word's first 21 events through plain pgx.
+func BenchmarkFigSearch(b *testing.B) {
+	u := searchCorpusURL(b)
+	ctx := context.Background()
+	st, err := store.Open(ctx, u, store.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	pc, err := pgx.Connect(ctx, u)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer pc.Close(ctx)
+	word := func(i int) string { return fmt.Sprintf("w%d", (i*37)%2000) }
+	b.Run("10000sessions/server", func(b *testing.B) {
+		var ds []time.Duration
+		i := 0
+		for b.Loop() {
+			t0 := time.Now()
+			p, err := st.SearchSessions(ctx, store.SearchQuery{Text: word(i), Limit: 20})
+			ds = append(ds, time.Since(t0))
+			if err != nil || len(p.Hits) != 20 {
+				b.Fatalf("search %s: %d hits, %v", word(i), len(p.Hits), err)
+			}
+			i++
+		}
+		latencies(b, ds)
+	})
+	b.Run("10000sessions/index-baseline", func(b *testing.B) {
+		var ds []time.Duration
+		i := 0
+		for b.Loop() {
+			t0 := time.Now()
+			rows, err := pc.Query(ctx, `SELECT session_id, pos FROM events WHERE doc IS NOT NULL AND tsv @@ search_query($1) LIMIT 21`, word(i))
+			if err != nil {
+				b.Fatal(err)
+			}
+			n := 0
+			for rows.Next() {
+				n++
+			}
+			rows.Close()
+			ds = append(ds, time.Since(t0))
+			if n != 21 {
+				b.Fatalf("baseline %s: %d rows", word(i), n)
+			}
+			i++
+		}
+		latencies(b, ds)
 	})
 }

@@ -54,10 +54,73 @@ func Shutdown() {
 		}
 		managed = nil
 	}
+	for _, drop := range sharedDrops {
+		drop()
+	}
+	sharedDrops, shared = nil, nil
 	if tmpDir != "" {
 		_ = os.RemoveAll(tmpDir)
 		tmpDir = ""
 	}
+}
+
+var (
+	shared      map[string]string // SharedURL's databases by key
+	sharedDrops []func()
+)
+
+// SharedURL is URL for a database that lives until Shutdown (Main), one per key: benchmarks
+// that build a large corpus once for every repetition (-count) take it. fill runs once, on the
+// fresh database, when the key is first asked for; if it fails the database is dropped and t
+// fails.
+func SharedURL(t testing.TB, key string, fill func(url string) error) string {
+	t.Helper()
+	mu.Lock()
+	u, ok := shared[key]
+	mu.Unlock()
+	if ok {
+		return u
+	}
+	base, err := admin()
+	if err != nil {
+		t.Fatalf("storetest: %v", err)
+	}
+	var rnd [8]byte
+	_, _ = rand.Read(rnd[:])
+	name := "zt_shared_" + hex.EncodeToString(rnd[:])
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := pgx.Connect(ctx, base)
+	if err != nil {
+		t.Fatalf("storetest: connect %s: %v", redact(base), err)
+	}
+	defer c.Close(ctx)
+	if _, err := c.Exec(ctx, `CREATE DATABASE `+name+` TEMPLATE template0 ENCODING 'UTF8' LC_COLLATE 'C' LC_CTYPE 'C'`); err != nil {
+		t.Fatalf("storetest: create database %s: %v", name, err)
+	}
+	drop := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if c, err := pgx.Connect(ctx, base); err == nil {
+			_, _ = c.Exec(ctx, `DROP DATABASE IF EXISTS `+name+` WITH (FORCE)`)
+			c.Close(ctx)
+		}
+	}
+	if u, err = withDatabase(base, name); err == nil {
+		err = fill(u)
+	}
+	if err != nil {
+		drop()
+		t.Fatalf("storetest: shared database %s: %v", key, err)
+	}
+	mu.Lock()
+	if shared == nil {
+		shared = map[string]string{}
+	}
+	shared[key] = u
+	sharedDrops = append(sharedDrops, drop)
+	mu.Unlock()
+	return u
 }
 
 func admin() (string, error) {
