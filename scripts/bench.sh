@@ -12,7 +12,7 @@ fi
 count=${BENCH_COUNT:-5}
 raw=$(mktemp)
 trap 'rm -f "$raw"' EXIT
-go test -run '^$' -bench '^BenchmarkFig' -count "$count" -timeout 30m ./e2e/bench/ ./server/store/ ./server/ | tee "$raw" | grep -E '^(Benchmark|ok|FAIL|---)' >&2
+go test -run '^$' -bench '^BenchmarkFig' -count "$count" -timeout 30m ./e2e/bench/ ./server/store/ ./server/ ./server/workspace/fileindex/ | tee "$raw" | grep -E '^(Benchmark|ok|FAIL|---)' >&2
 table=$(go run ./scripts/benchtable < "$raw")
 echo "$table"
 # The web app's budgets in Chromium (issue 24 section 4): the app built and embedded, then measured.

@@ -468,6 +468,12 @@ func (h chatHandler) Send(ctx context.Context, p *protocol.ChatSendParams) (*pro
 		return nil, err
 	}
 	prompt.Attachments = p.Attachments
+	if len(p.Mentions) > agent.MaxMentions {
+		return nil, protocol.NewInvalidParamsError(fmt.Sprintf("params/mentions: at most %d files and folders per prompt; attach fewer.", agent.MaxMentions), &protocol.InvalidParamsErrorData{Pointer: "/mentions"})
+	}
+	for _, m := range p.Mentions {
+		prompt.Mentions = append(prompt.Mentions, m.Path)
+	}
 	release := h.s.holdSnapshots(x.ID) // answer other replicas' snapshots from its first signal
 	runID, stored, err := h.s.runs.StartPrompt(ctx, x, prompt, originOf(connFrom(ctx)))
 	release()

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -315,4 +316,72 @@ func TestSearchOverTheWire(t *testing.T) {
 	m = machine.call("search.sessions", `{"query":"quokka"}`)
 	assert.NotZero(t, errCode(m), "a machine token sees nothing: %v", m)
 	assert.Nil(t, m["result"])
+}
+
+// TestCompletionsOverTheWire (issue 28, "Completions"): `@` finds files and folders fuzzily,
+// the base name first, never a .gitignored one, and follows a file created later (the shared
+// watcher); `/` offers the commands at the start only; `#` the sessions by title; chat.send's
+// mentions reach the model as read_file results through the workspace's confinement.
+func TestCompletionsOverTheWire(t *testing.T) {
+	e, fake, c := historyEnv(t, 200000)
+	e.L.Write(t, "src/main.go", "package main // MENTIONED-CONTENT\n")
+	e.L.Write(t, "src/util/mainly.go", "package util\n")
+	e.L.Write(t, "docs/readme.md", "docs\n")
+	e.L.Write(t, ".gitignore", "build/\n")
+	e.L.Write(t, "build/main.go", "package main\n")
+	complete := func(text string) map[string]any {
+		t.Helper()
+		return c.result("completions.query", fmt.Sprintf(`{"cwd":"","text":%q,"position":%d}`, text, len(text)))
+	}
+	labels := func(r map[string]any) []string {
+		var out []string
+		for _, x := range r["items"].([]any) {
+			out = append(out, x.(map[string]any)["label"].(string))
+		}
+		return out
+	}
+	r := complete("look at @main")
+	assert.Equal(t, "@", r["trigger"])
+	got := labels(r)
+	require.NotEmpty(t, got)
+	assert.Equal(t, "src/main.go", got[0], "the base name first: %v", got)
+	assert.Contains(t, got, "src/util/mainly.go")
+	assert.NotContains(t, got, "build/main.go", "ignored by .gitignore")
+	item := r["items"].([]any)[0].(map[string]any)
+	assert.Equal(t, "@src/main.go ", item["insertText"])
+	assert.Equal(t, int64(8), num(t, item["range"].(map[string]any)["start"]))
+	assert.Equal(t, int64(5), num(t, item["range"].(map[string]any)["length"]))
+	assert.Equal(t, "src/util/", labels(complete("@utl"))[0]+"/", "a folder by a fuzzy query")
+	assert.Empty(t, labels(complete("plain words")), "no trigger, no items")
+
+	// A file made later is found once the watcher saw it.
+	e.L.Write(t, "src/fresh_thing.go", "package main\n")
+	require.Eventually(t, func() bool {
+		g := labels(complete("@fresh_th"))
+		return len(g) > 0 && g[0] == "src/fresh_thing.go"
+	}, 10*time.Second, 20*time.Millisecond)
+
+	assert.Equal(t, "/", complete("/")["trigger"])
+	assert.Empty(t, labels(complete("text /")), "a command only starts the prompt")
+
+	sid := c.newSession()
+	c.result("sessions.rename", fmt.Sprintf(`{"sessionId":%q,"title":"Kittiwake refactor"}`, sid))
+	r = complete("see #kittiw")
+	require.NotEmpty(t, r["items"])
+	assert.Equal(t, sid, r["items"].([]any)[0].(map[string]any)["sessionId"])
+
+	// Mentions: the model reads them as read_file results; a path outside is a failed result.
+	fake.Enqueue(openaitest.Reply("Seen.", 10, 3))
+	run := c.result("chat.send", fmt.Sprintf(`{"sessionId":%q,"prompt":"explain","mentions":[{"path":"src/main.go"},{"path":"/etc/passwd"}]}`, sid))["runId"].(string)
+	require.Equal(t, true, c.runEndOf(sid, run)["ok"])
+	body := string(fake.StreamRequests()[len(fake.StreamRequests())-1].Body)
+	assert.Contains(t, body, "MENTIONED-CONTENT")
+	assert.NotContains(t, body, "root:x:0:0")
+	var results []string
+	for _, ev := range c.events(sid) {
+		if ev["kind"] == "tool-result" {
+			results = append(results, fmt.Sprint(ev["isError"]))
+		}
+	}
+	assert.Equal(t, []string{"<nil>", "true"}, results, "the second mention is refused by the confinement")
 }

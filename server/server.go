@@ -33,6 +33,7 @@ import (
 	"github.com/zidane-server/zidane/server/webapp"
 	"github.com/zidane-server/zidane/server/workspace"
 	"github.com/zidane-server/zidane/server/workspace/diag"
+	"github.com/zidane-server/zidane/server/workspace/fileindex"
 	"github.com/zidane-server/zidane/server/workspace/gitx"
 	"github.com/zidane-server/zidane/server/workspace/sandbox"
 	"github.com/zidane-server/zidane/server/workspace/watch"
@@ -307,6 +308,8 @@ type Server struct {
 	// watcher is the server's one file watcher (one inotify instance, Limits.MaxWatches kernel
 	// watches): every watch kind subscribes to it (field case T10).
 	watcher *watch.Watcher
+	// files are the `@` completion indexes, one per root (issue 28).
+	files *fileindex.Set
 	// mcp holds the MCP servers and their processes (server/mcp.go); mcpTests their last
 	// mcp.test (handlers_mcp.go).
 	mcp      *mcp.Manager
@@ -463,6 +466,7 @@ func New(ctx context.Context, cfg Config, st *store.Store) (*Server, error) {
 	s.refWatchers = map[string]*gitx.RefWatcher{}
 	s.refWatching = map[*conn]map[string]struct{}{}
 	s.watcher = watch.New(cfg.Limits.MaxWatches)
+	s.files = fileindex.NewSet(ws, s.watcher)
 	s.newMCP()
 	s.terms = map[string]*termJob{}
 	// Registered before any run: the runs a previous process of this replica (or a dead
@@ -883,6 +887,7 @@ func (s *Server) Shutdown(ctx context.Context) {
 	}
 	s.runs.Close()
 	s.closeRefWatchers()
+	s.files.Close()
 	_ = s.ws.Close()
 }
 

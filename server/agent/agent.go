@@ -158,6 +158,7 @@ type run struct {
 	id, sessionID, prompt string
 	command, arguments    string                // the command the prompt was made from (Prompt)
 	attachments           []protocol.Attachment // sent with the prompt (Prompt)
+	mentions              []string              // the files and folders attached (Prompt.Mentions)
 	// parent is, for a subagent's run, the parent's agent as its run offers it: the child never
 	// holds more (runTask). nil for a root run.
 	parent *runAgent
@@ -306,7 +307,7 @@ func (r *Runtime) start(ctx context.Context, x store.Session, p Prompt, origin O
 		return nil, nil, &Refusal{fmt.Sprintf("Session %q is being rolled back, restored or compacted; send the prompt again once that call answers.", x.ID)}
 	}
 	runCtx, cancel := context.WithCancel(r.base)
-	ru = &run{id: id, sessionID: x.ID, prompt: prompt, command: p.Command, arguments: p.Arguments, attachments: p.Attachments, session: x, origin: origin, ctx: runCtx, cancel: cancel, leaseGen: gen,
+	ru = &run{id: id, sessionID: x.ID, prompt: prompt, command: p.Command, arguments: p.Arguments, attachments: p.Attachments, mentions: p.Mentions, session: x, origin: origin, ctx: runCtx, cancel: cancel, leaseGen: gen,
 		parent: parent, finished: make(chan struct{})}
 	if act, busy := r.active[x.ID]; busy {
 		ru.leaseGen = act.leaseGen // a follow-up runs under the running prompt's lease
@@ -582,6 +583,7 @@ func (r *Runtime) execute(ru *run, ready <-chan struct{}) {
 			select {
 			case r.slots <- struct{}{}:
 				slot = true
+				r.attachMentions(ctx, ru)
 				sum, lastTurn, err = r.runModel(ctx, ru)
 			case <-ctx.Done():
 				err = ctx.Err()

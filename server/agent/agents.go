@@ -21,6 +21,9 @@ type Prompt struct {
 	// Attachments are the files sent with it (chat.send's attachments, checked by
 	// CheckAttachments): stored in its user-prompt event and passed to the model.
 	Attachments []protocol.Attachment
+	// Mentions are the files and folders the user attached (chat.send's mentions; issue 28):
+	// the run reads each through the file tools before the model's first turn (mentionEvents).
+	Mentions []string
 }
 
 // Definitions reads the agents, skills and commands of x's project merged with the server

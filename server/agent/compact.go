@@ -214,3 +214,59 @@ func (r *Runtime) autoCompact(ctx context.Context, ru *run, prov provider.Provid
 	r.emit(ru, &protocol.CompactionEvent{Text: text, Exchanges: n, ModelID: optString(model.ID), TurnID: turnID})
 	return n
 }
+
+// MaxMentions bounds the files and folders one prompt attaches.
+const MaxMentions = 20
+
+// attachMentions reads the run's mentions through the file tools, as calls of read_file (a
+// folder: list_dir) and their results in the run's first turn, before the model's: the model gets
+// them as it gets its own reads, and the workspace's confinement and hidden paths apply as to
+// any call (issue 28, "Completions"). A path the tool refuses is a failed result.
+func (r *Runtime) attachMentions(ctx context.Context, ru *run) {
+	if len(ru.mentions) == 0 {
+		return
+	}
+	turnID := uuid.NewString()
+	cwd := ru.session.Cwd
+	for i, m := range ru.mentions {
+		if i >= MaxMentions || ctx.Err() != nil {
+			break
+		}
+		tool := "read_file"
+		if r.cfg.Workspace != nil {
+			if p, err := r.cfg.Workspace.Folder(resolveIn(cwd, m)); err == nil && p.Root != "" {
+				tool = "list_dir"
+			}
+		}
+		input, _ := protocol.Marshal(map[string]string{"path": m})
+		c := provider.ToolCall{ID: fmt.Sprintf("mention_%d", i+1), Name: tool, Arguments: input}
+		r.emit(ru, &protocol.ToolEvent{Tool: tool, CallID: c.ID, Text: callLine(c), Input: input, TurnID: turnID})
+		tc := ToolCall{Session: ru.session, RunID: ru.id, TurnID: turnID, Origin: ru.origin, Call: c}
+		if ag, err := r.agentOf(ru.session, ru.parent); err == nil {
+			tc.Agent = &ag.def
+		}
+		res := ToolResult{}
+		if ok, denied := r.gateCheck(ctx, tc); !ok {
+			res, res.IsError = denied, true
+		} else {
+			res = r.callTool(ctx, r.tools, tc)
+		}
+		r.emit(ru, &protocol.ToolResultEvent{Tool: tool, CallID: c.ID, Text: res.Text, IsError: optTrue(res.IsError), TurnID: turnID})
+	}
+}
+
+// resolveIn is p as an absolute path: itself, or joined to cwd.
+func resolveIn(cwd, p string) string {
+	if strings.HasPrefix(p, "/") || cwd == "" {
+		return p
+	}
+	return strings.TrimRight(cwd, "/") + "/" + p
+}
+
+// gateCheck asks the gate, when there is one, whether tc may run.
+func (r *Runtime) gateCheck(ctx context.Context, tc ToolCall) (bool, ToolResult) {
+	if r.cfg.Gate == nil {
+		return true, ToolResult{}
+	}
+	return r.cfg.Gate.Check(ctx, tc)
+}

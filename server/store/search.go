@@ -8,6 +8,7 @@ import (
 	"strings"
 	"unicode"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -143,7 +144,9 @@ func (s *Store) SearchSessions(ctx context.Context, q SearchQuery) (SearchPage, 
 	page := SearchPage{Hits: []SearchHit{}}
 	err := s.withConn(ctx, "search sessions", func(ctx context.Context, c *pgxpool.Conn) error {
 		page.Hits = page.Hits[:0]
-		rows, err := c.Query(ctx, searchSQL(trgm), text, pattern, q.Archived, strings.TrimRight(q.Cwd, "/"), offset, limit+1, text)
+		// Planned with its values each time (an unnamed statement): a generic plan evaluates
+		// search_query per row and cannot size the matches of the word.
+		rows, err := c.Query(ctx, searchSQL(trgm), pgx.QueryExecModeExec, text, pattern, q.Archived, strings.TrimRight(q.Cwd, "/"), offset, limit+1, text)
 		if err != nil {
 			return err
 		}
@@ -168,4 +171,33 @@ func (s *Store) SearchSessions(ctx context.Context, q SearchQuery) (SearchPage, 
 		}
 	}
 	return page, nil
+}
+
+// FindSessions returns the sessions (not archived) whose title or folder holds q (any case; ""
+// for all), most recently updated first, at most limit: the composer's session references. A q
+// of three characters or more is matched through the title-and-folder trigram index.
+func (s *Store) FindSessions(ctx context.Context, q string, limit int) ([]Session, error) {
+	if err := checkText("query", q); err != nil {
+		return nil, fmt.Errorf("find sessions: %w", err)
+	}
+	out := []Session{}
+	err := s.withConn(ctx, "find sessions", func(ctx context.Context, c *pgxpool.Conn) error {
+		out = out[:0]
+		rows, err := c.Query(ctx, `SELECT `+sessionCols+` FROM sessions
+			WHERE NOT archived AND ($1 = '' OR (title || ' ' || cwd) ILIKE $2)
+			ORDER BY updated_at DESC, id LIMIT $3`, q, likePattern(q), min(max(limit, 1), 100))
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			x, err := scanSession(rows)
+			if err != nil {
+				return err
+			}
+			out = append(out, x)
+		}
+		return rows.Err()
+	})
+	return out, err
 }
