@@ -165,43 +165,82 @@ func (x *Index) listen(sub *watch.Sub) {
 	}
 }
 
-// walk reads the tree breadth first: .git folders, ignored paths (.gitignore) and links are left
-// out, at most MaxEntries entries within MaxWalk.
+// walkers is how many folders a walk reads at once: the walk is system calls, and the kernel
+// serves several at a time.
+const walkers = 4
+
+// walk reads the tree breadth first, a level at a time with walkers folders read at once, in a
+// deterministic order: .git folders, ignored paths (.gitignore) and links are left out, at most
+// MaxEntries entries within MaxWalk.
 func walk(fsys fs.FS) *snapshot {
 	s := &snapshot{at: time.Now(), dirs: []string{"."}}
-	ig := workspace.NewIgnorer(fsys)
 	deadline := time.Now().Add(MaxWalk)
-	for i := 0; i < len(s.dirs); i++ {
-		if len(s.entries) >= MaxEntries || (i%64 == 0 && time.Now().After(deadline)) {
+	igs := make([]*workspace.Ignorer, walkers) // an Ignorer is not safe for concurrent use
+	for i := range igs {
+		igs[i] = workspace.NewIgnorer(fsys)
+	}
+	for lo := 0; lo < len(s.dirs); {
+		level := s.dirs[lo:]
+		lo = len(s.dirs)
+		found := make([][]entry, len(level))
+		var wg sync.WaitGroup
+		for w := range walkers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := w; i < len(level); i += walkers {
+					if time.Now().After(deadline) {
+						return
+					}
+					found[i] = readLevel(fsys, igs[w], level[i])
+				}
+			}()
+		}
+		wg.Wait()
+		for _, es := range found {
+			for _, e := range es {
+				if len(s.entries) >= MaxEntries {
+					s.cut = true
+					return s
+				}
+				s.entries = append(s.entries, e)
+				if e.dir {
+					s.dirs = append(s.dirs, e.rel)
+				}
+			}
+		}
+		if time.Now().After(deadline) {
 			s.cut = true
-			break
-		}
-		dir := s.dirs[i]
-		des, err := fs.ReadDir(fsys, dir)
-		if err != nil {
-			continue
-		}
-		for _, de := range des {
-			name := de.Name()
-			isDir := de.IsDir()
-			if name == ".git" || (!isDir && !de.Type().IsRegular()) {
-				continue
-			}
-			rel := name
-			if dir != "." {
-				rel = dir + "/" + name
-			}
-			if ig.Ignored(rel, isDir) {
-				continue
-			}
-			lower := strings.ToLower(rel)
-			s.entries = append(s.entries, entry{rel: rel, lower: lower, base: len(rel) - len(name), mask: charMask(lower), dir: isDir})
-			if isDir {
-				s.dirs = append(s.dirs, rel)
-			}
+			return s
 		}
 	}
 	return s
+}
+
+// readLevel returns the entries of one folder that the index keeps.
+func readLevel(fsys fs.FS, ig *workspace.Ignorer, dir string) []entry {
+	des, err := fs.ReadDir(fsys, dir)
+	if err != nil {
+		return nil
+	}
+	out := make([]entry, 0, len(des))
+	for _, de := range des {
+		name := de.Name()
+		isDir := de.IsDir()
+		if name == ".git" || (!isDir && !de.Type().IsRegular()) {
+			continue
+		}
+		rel := name
+		if dir != "." {
+			rel = dir + "/" + name
+		}
+		if ig.Ignored(rel, isDir) {
+			continue
+		}
+		lower := strings.ToLower(rel)
+		out = append(out, entry{rel: rel, lower: lower, base: len(rel) - len(name), mask: charMask(lower), dir: isDir})
+	}
+	return out
 }
 
 // charMask has a bit per letter and digit in s (others share bit 63).
