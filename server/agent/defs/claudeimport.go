@@ -1,6 +1,7 @@
 package defs
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +10,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/zidane-server/zidane/protocol"
 )
 
 // Import of a Claude Code setup (issue 27 item 5): the server user's ~/.claude/ agents, commands
@@ -172,7 +175,7 @@ func planMCP(home string) []ImportItem {
 			sort.Strings(dropped)
 			it.Reason = strings.TrimPrefix(it.Reason+"; ", "; ") + "fields left out: " + strings.Join(dropped, ", ")
 		}
-		it.mcp, _ = json.Marshal(entry)
+		it.mcp, _ = protocol.Marshal(entry)
 		out = append(out, it)
 	}
 	return out
@@ -295,20 +298,24 @@ func addMCPs(path string, items []*ImportItem) error {
 	for _, it := range items {
 		servers[it.Name] = it.mcp
 	}
-	raw, err := json.Marshal(servers)
+	raw, err := protocol.Marshal(servers)
 	if err != nil {
 		return err
 	}
 	doc["mcpServers"] = raw
-	out, err := json.MarshalIndent(doc, "", "  ")
+	flat, err := protocol.Marshal(doc)
 	if err != nil {
+		return err
+	}
+	var out bytes.Buffer
+	if err := json.Indent(&out, flat, "", "  "); err != nil {
 		return err
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return err
 	}
 	tmp := path + ".import.tmp"
-	if err := os.WriteFile(tmp, append(out, '\n'), 0o600); err != nil {
+	if err := os.WriteFile(tmp, append(out.Bytes(), '\n'), 0o600); err != nil {
 		return err
 	}
 	return os.Rename(tmp, path)
