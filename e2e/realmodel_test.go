@@ -260,7 +260,9 @@ func TestRealModel_Kill9DuringStream(t *testing.T) {
 	}
 	require.NotEmpty(t, sure.String(), "pieces streamed more than a second before the kill")
 
-	s2 := startServer(t, m.opts)
+	again := m.opts
+	again.dataDir = m.srv.opts.dataDir // the same server started again (its replica id, so it ends its own run at once)
+	s2 := startServer(t, again)
 	c2 := dial(t, s2, s2.mintToken("after", "chat"))
 	c2.hello()
 	var sess struct{ Status string }

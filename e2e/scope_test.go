@@ -21,7 +21,14 @@ func TestScopeMatrix(t *testing.T) {
 			c := dial(t, s, s.mintToken("matrix-"+string(scope), string(scope)))
 			h := c.hello()
 			assert.Equal(t, protocol.MethodsFor(scope), h.Methods, "hello lists what the scope may call")
-			for _, m := range protocol.Methods() {
+			methods := protocol.Methods()
+			for i, m := range methods { // tokens.revokeSelf signs the caller out: it goes last
+				if m.Name == protocol.MethodTokensRevokeSelf {
+					methods = append(append(methods[:i:i], methods[i+1:]...), m)
+					break
+				}
+			}
+			for _, m := range methods {
 				if m.Name == protocol.MethodIPCHello {
 					continue // a second hello is refused for another reason
 				}

@@ -74,13 +74,29 @@ func tokenRevoked(t *testing.T, name string, args ...string) bool {
 	cmd.Env = env(true)
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "%s", out)
-	for _, line := range strings.Split(string(out), "\n") {
-		if f := strings.Fields(line); len(f) > 0 && f[0] == name {
-			return f[len(f)-1] != "-"
+	revoked, ok := listedRevoked(string(out), name)
+	if !ok {
+		t.Fatalf("token %s not listed:\n%s", name, out)
+	}
+	return revoked
+}
+
+// listedRevoked reads `token list` output: whether the token named name is revoked (its REVOKED
+// column, found by the header, is not "-"), and whether it is listed at all.
+func listedRevoked(out, name string) (revoked, listed bool) {
+	lines := strings.Split(out, "\n")
+	col := -1
+	for _, line := range lines {
+		if strings.HasPrefix(line, "NAME") {
+			col = strings.Index(line, "REVOKED")
+			continue
+		}
+		if f := strings.Fields(line); col >= 0 && len(f) > 0 && f[0] == name && len(line) > col {
+			v := strings.Fields(line[col:])
+			return len(v) > 0 && v[0] != "-", true
 		}
 	}
-	t.Fatalf("token %s not listed:\n%s", name, out)
-	return false
+	return false, false
 }
 
 // TestFieldCase_T13_ManagedPostgresSupervised (issue 22 item 3): the managed postmaster killed
