@@ -72,31 +72,63 @@ if go test -race -c -o "$logs/server.test" ./server/ >"$logs/server-build" 2>&1;
 else
   finish "go test -race -c ./server/" 1 "$logs/server-build"
 fi
+# The sets after the Go tests (benchmark smoke, the TypeScript and browser checks, fuzzing, the
+# generate-clean check) run one after another in the background as soon as the race and other
+# sets have ended: the ./server/ shards left then mostly wait, so these fit beside them (about
+# four minutes off the wall time). Each writes its log and its "n|name|rc" line; they are reported
+# when the chain ends.
+later_n=0
+run_later() {
+  local name=$1
+  shift
+  later_n=$((later_n + 1))
+  "$@" >"$logs/later-$later_n" 2>&1
+  echo "$later_n|$name|$?" >>"$logs/later.results"
+}
+later_sets() {
+  run_later "benchmarks, one iteration each (make bench runs them in full)" \
+    env BENCH_SMOKE=1 go test -count=1 -run '^$' -bench '^BenchmarkFig' -benchtime 1x -timeout 10m ./e2e/bench/ ./server/store/ ./server/
+  if [ -f sdk-ts/package.json ]; then
+    # Its integration tests start bin/zidane-server.
+    run_later "build bin/ for the sdk-ts tests" go build -o bin/ ./cmd/zidane-server ./cmd/zidane
+    run_later "sdk-ts" bash -c 'cd sdk-ts && npm test --silent'
+    # The web app in Chromium against the real binary, which embeds the app: build the app, then bin/.
+    run_later "web app in Chromium" bash -c 'cd sdk-ts && npm run build:app --silent && cd .. && go build -o bin/ ./cmd/zidane-server ./cmd/zidane && cd sdk-ts && npm run test:browser --silent'
+  fi
+  if [ "${CI:-}" = "true" ]; then
+    run_later "fuzz targets, 10s each" scripts/fuzz.sh 10s
+    run_later "make generate leaves the tree clean" bash -c \
+      'go run ./gen >/dev/null && s=$(git status --porcelain) && { [ -z "$s" ] || { echo "$s"; echo "generated files changed: run make generate and commit" >&2; exit 1; }; }'
+  fi
+}
+report_later() {
+  local n name rc
+  while IFS='|' read -r n name rc; do
+    finish "$name" "$rc" "$logs/later-$n"
+  done <"$logs/later.results"
+}
+
 # Report each set as it ends, in the order they end.
+ended=()
 while [ ${#pid_of[@]} -gt 0 ]; do
   wait -n -p done_pid "${!pid_of[@]}"
   rc=$?
   name=${pid_of[$done_pid]}
   unset "pid_of[$done_pid]"
+  if [ "$name" = later ]; then
+    report_later
+    continue
+  fi
   finish "go test $name" "$rc" "$logs/$name"
+  ended+=("$name")
+  if [[ " ${ended[*]} " == *" race "* && " ${ended[*]} " == *" other "* && -z "${later_started:-}" ]]; then
+    later_started=1
+    echo "== the later sets (benchmark smoke, sdk-ts, web app in Chromium${CI:+, fuzz, generate-clean}), beside the ./server/ shards"
+    : >"$logs/later.results"
+    later_sets &
+    pid_of[$!]=later
+  fi
 done
-
-step "benchmarks, one iteration each (make bench runs them in full)" \
-  env BENCH_SMOKE=1 go test -count=1 -run '^$' -bench '^BenchmarkFig' -benchtime 1x -timeout 10m ./e2e/bench/ ./server/store/ ./server/
-
-if [ -f sdk-ts/package.json ]; then
-  # Its integration tests start bin/zidane-server.
-  step "build bin/ for the sdk-ts tests" go build -o bin/ ./cmd/zidane-server ./cmd/zidane
-  step "sdk-ts" bash -c 'cd sdk-ts && npm test --silent'
-  # The web app in Chromium against the real binary, which embeds the app: build the app, then bin/.
-  step "web app in Chromium" bash -c 'cd sdk-ts && npm run build:app --silent && cd .. && go build -o bin/ ./cmd/zidane-server ./cmd/zidane && cd sdk-ts && npm run test:browser --silent'
-fi
-
-if [ "${CI:-}" = "true" ]; then
-  step "fuzz targets, 10s each" scripts/fuzz.sh 10s
-  step "make generate leaves the tree clean" bash -c \
-    'go run ./gen >/dev/null && s=$(git status --porcelain) && { [ -z "$s" ] || { echo "$s"; echo "generated files changed: run make generate and commit" >&2; exit 1; }; }'
-fi
 
 if [ ${#failed[@]} -gt 0 ]; then
   printf 'make test: %d set(s) failed: %s\n' "${#failed[@]}" "$(IFS=,; echo "${failed[*]}")" >&2
