@@ -397,16 +397,6 @@ func startCmd() *cobra.Command {
 			} else {
 				defer removeDaemonFile()
 			}
-			go func() {
-				if tlsCert != "" {
-					errc <- hs.ServeTLS(ln, tlsCert, tlsKey)
-					return
-				}
-				errc <- hs.Serve(ln)
-			}()
-			if uln != nil {
-				go func() { errc <- hs.Serve(uln) }()
-			}
 			where := "--data-dir " + db.dataDir
 			if cfg.DatabaseURL != "" {
 				where = databaseHint(cfg.DatabaseURL)
@@ -435,6 +425,18 @@ func startCmd() *cobra.Command {
 			fmt.Printf("chat locally:  %s -c \"Say hello.\"   (reads %s)\n", local, filepath.Join(db.dataDir, client.DaemonFileName))
 			fmt.Printf("mint a token:  %s token create --name cli --scope chat %s\n", self, where)
 			fmt.Printf("then chat:     ZIDANE_URL=%s://%s ZIDANE_TOKEN=<token> %s -c \"Say hello.\"\n", scheme, addr, cli)
+			// Served once the banner is out (the socket listens already: early clients wait in its
+			// backlog), so a client that sees /healthz answer has the whole banner (T03's check).
+			go func() {
+				if tlsCert != "" {
+					errc <- hs.ServeTLS(ln, tlsCert, tlsKey)
+					return
+				}
+				errc <- hs.Serve(ln)
+			}()
+			if uln != nil {
+				go func() { errc <- hs.Serve(uln) }()
+			}
 			var failed error
 			select {
 			case <-ctx.Done():

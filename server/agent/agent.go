@@ -644,7 +644,9 @@ func (r *Runtime) execute(ru *run, ready <-chan struct{}) {
 		end.OK, end.Error = false, &msg
 		l := r.contentLock(ru.sessionID) // as emit: no snapshot of the session between the two
 		l.Lock()
-		r.writer.drop(ru.sessionID)
+		dctx, dcancel := context.WithTimeout(r.ends, 5*time.Second)
+		r.writer.drop(dctx, ru.sessionID)
+		dcancel()
 		r.conv.forget(ru.sessionID) // the model must not remember what the transcript does not keep
 		r.publish(&protocol.EventSignal{SessionID: ru.sessionID, RunID: ru.id, Event: &protocol.ErrorEvent{Message: msg, TurnID: optString(lastTurn)}}, ru)
 		l.Unlock()

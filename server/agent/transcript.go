@@ -423,7 +423,15 @@ func (w *transcriptWriter) statusLater(sessionID, status string) {
 // drop forgets what is queued for a session whose run's end could not be written: its rows, its
 // open block and its usage rows (the store refused them; kept, they would fail every later flush
 // of every session). A checkpoint already written stays until the session's next closed block.
-func (w *transcriptWriter) drop(sessionID string) {
+// It waits, at most until ctx ends, for a flush in progress (one that took the rows and fails
+// puts them back), so that no flush re-queues them after they are dropped (field case T08, seen
+// in CI under load); a flush stuck past ctx is not waited for (Shutdown's bound).
+func (w *transcriptWriter) drop(ctx context.Context, sessionID string) {
+	select {
+	case w.flushMu <- struct{}{}:
+		defer func() { <-w.flushMu }()
+	case <-ctx.Done():
+	}
 	w.mu.Lock()
 	if b := w.open[sessionID]; b != nil && b.saved {
 		w.cleared = append(w.cleared, sessionID)
