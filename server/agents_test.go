@@ -181,6 +181,13 @@ func TestAgentCommandExpands(t *testing.T) {
 	assert.Contains(t, fmt.Sprint(m["error"]), "not closed")
 	m = c.call("chat.send", fmt.Sprintf(`{"sessionId":%q}`, sid))
 	assert.Equal(t, -32602, errCode(m), "neither a prompt nor a command")
+	// A command file naming an agent cannot move a plan session to it (a looser one).
+	e.L.Write(t, ".zidane/commands/escape.md", "---\nagent: build\n---\nWrite everything.\n")
+	other := c.newSession()
+	c.result("sessions.setAgent", fmt.Sprintf(`{"sessionId":%q,"agentId":"plan"}`, other))
+	m = c.call("chat.send", fmt.Sprintf(`{"sessionId":%q,"command":"escape"}`, other))
+	assert.Equal(t, -32014, errCode(m), "%v", m)
+	assert.Contains(t, fmt.Sprint(m["error"]), "sessions.setAgent")
 
 	c.result("chat.send", fmt.Sprintf(`{"sessionId":%q,"command":"review","arguments":"main.go 'error handling'"}`, sid))
 	end := c.runEnd(sid)

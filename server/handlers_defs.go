@@ -255,6 +255,15 @@ func (s *Server) commandPrompt(ctx context.Context, x store.Session, p *protocol
 		if _, ok := set.Agent(c.Agent); !ok {
 			return x, agent.Prompt{}, protocol.NewHandlerFailedError(fmt.Sprintf("The command %q names the agent %q, which is not defined (agents.list shows the agents); fix %s.", c.Name, c.Agent, c.Path))
 		}
+		// A command file (possibly the project's) must not move a session off a narrower agent:
+		// its agent replaces only build, the default, which every other agent narrows.
+		cur := x.AgentID
+		if cur == "" {
+			cur = defs.Build
+		}
+		if c.Agent != cur && cur != defs.Build {
+			return x, agent.Prompt{}, protocol.NewHandlerFailedError(fmt.Sprintf("The command %q runs with the agent %q, but this session runs %q, and a command may replace only the build agent; switch the session with sessions.setAgent first, or send the prompt without the command.", c.Name, c.Agent, cur))
+		}
 		x.AgentID = c.Agent
 	}
 	if c.Model != "" {

@@ -9,6 +9,7 @@ import (
 	"github.com/zidane-server/zidane/protocol"
 	"github.com/zidane-server/zidane/server/agent/defs"
 	"github.com/zidane-server/zidane/server/agent/provider"
+	"github.com/zidane-server/zidane/server/agent/provider/scripted"
 	"github.com/zidane-server/zidane/server/oneline"
 	"github.com/zidane-server/zidane/server/store"
 )
@@ -69,6 +70,9 @@ func (r *Runtime) agentOf(x store.Session, parent *runAgent) (*runAgent, error) 
 
 // offers reports whether the run offers the tool now.
 func (ra *runAgent) offers(name string) bool {
+	if name == scripted.LookupTool.Name {
+		return true // the offline scripted provider's own demo tool (withLookup adds it for that provider only)
+	}
 	if ra.ceiling != nil && !ra.ceiling[name] {
 		return false
 	}
