@@ -147,7 +147,7 @@ func parseAgent(src Source, rel string, data []byte) (Agent, error) {
 	if err := CheckName(a.Name); err != nil {
 		return Agent{}, err
 	}
-	if a.Description, err = str(meta, "description"); err != nil {
+	if a.Description, err = label(meta, "description"); err != nil {
 		return Agent{}, err
 	}
 	model, err := str(meta, "model")

@@ -48,10 +48,10 @@ func parseCommand(src Source, rel string, data []byte) (Command, error) {
 	if c.Template == "" {
 		return Command{}, errors.New("the file has no prompt: write the prompt below the front matter")
 	}
-	if c.Description, err = str(meta, "description"); err != nil {
+	if c.Description, err = label(meta, "description"); err != nil {
 		return Command{}, err
 	}
-	if c.ArgumentHint, err = str(meta, "argument-hint", "argumentHint"); err != nil {
+	if c.ArgumentHint, err = label(meta, "argument-hint", "argumentHint"); err != nil {
 		return Command{}, err
 	}
 	if c.Agent, err = str(meta, "agent"); err != nil {

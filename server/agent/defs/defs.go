@@ -20,6 +20,8 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
 )
@@ -184,7 +186,32 @@ func readBounded(fsys fs.FS, name string) ([]byte, error) {
 	if len(data) > MaxFileBytes {
 		return nil, fmt.Errorf("%s grew past %d KiB while read", path.Base(name), MaxFileBytes>>10)
 	}
+	if !utf8.Valid(data) || bytes.IndexByte(data, 0) >= 0 {
+		return nil, fmt.Errorf("%s is not UTF-8 text (or holds NUL bytes); definition files are Markdown", path.Base(name))
+	}
 	return data, nil
+}
+
+// MaxLabel bounds a definition's description and argument hint, in characters (the Agent Skills
+// format's 1024 for a description): they are listed to every client and put in system prompts.
+const MaxLabel = 1024
+
+// label reads a short text field: at most MaxLabel characters, with control and format
+// characters refused (it is shown on one line), else an error naming the field.
+func label(meta map[string]any, keys ...string) (string, error) {
+	v, err := str(meta, keys...)
+	if err != nil || v == "" {
+		return v, err
+	}
+	if n := utf8.RuneCountInString(v); n > MaxLabel {
+		return "", fmt.Errorf("%s is %d characters; at most %d", keys[0], n, MaxLabel)
+	}
+	for _, r := range v {
+		if unicode.IsControl(r) && r != '\n' && r != '\t' || unicode.Is(unicode.Cf, r) {
+			return "", fmt.Errorf("%s holds a control or format character (%U); write plain text", keys[0], r)
+		}
+	}
+	return v, nil
 }
 
 // mdFiles lists the `.md` files directly in dir of fsys, sorted, at most MaxEntries (more is

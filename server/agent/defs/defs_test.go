@@ -1,6 +1,7 @@
 package defs
 
 import (
+	"strings"
 	"testing"
 	"testing/fstest"
 
@@ -125,4 +126,26 @@ func TestSplitWords(t *testing.T) {
 		require.NoError(t, err, in)
 		assert.Equal(t, want, got, in)
 	}
+}
+
+// TestDefinitionTextBounds (a break-it case): a binary command file and a 60 KB description are
+// listed as problems, not served to every client.
+func TestDefinitionTextBounds(t *testing.T) {
+	src := Source{Origin: OriginProject, Dir: "/ws", FS: fstest.MapFS{
+		".zidane/commands/binary.md": &fstest.MapFile{Data: []byte("Say \x00\x1b[31m hi")},
+		".zidane/commands/long.md":   file("---\ndescription: " + strings.Repeat("x", 60000) + "\n---\nHi.\n"),
+		".zidane/commands/bidi.md":   file("---\ndescription: \"safe \u202e txt\"\n---\nHi.\n"),
+		".zidane/commands/ok.md":     file("---\ndescription: fine\n---\nHi.\n"),
+	}}
+	cmds, problems := LoadCommands(nil, src)
+	require.Len(t, cmds, 1)
+	assert.Equal(t, "ok", cmds[0].Name)
+	require.Len(t, problems, 3)
+	msgs := map[string]string{}
+	for _, p := range problems {
+		msgs[p.Path] = p.Message
+	}
+	assert.Contains(t, msgs["/ws/.zidane/commands/binary.md"], "UTF-8")
+	assert.Contains(t, msgs["/ws/.zidane/commands/long.md"], "at most 1024")
+	assert.Contains(t, msgs["/ws/.zidane/commands/bidi.md"], "format character")
 }

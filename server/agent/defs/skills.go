@@ -50,7 +50,7 @@ func parseSkill(src Source, dir string) (Skill, string, error) {
 	if err := CheckName(sk.Name); err != nil {
 		return Skill{}, "", err
 	}
-	if sk.Description, err = str(meta, "description"); err != nil {
+	if sk.Description, err = label(meta, "description"); err != nil {
 		return Skill{}, "", err
 	}
 	if sk.Description == "" {
