@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/zidane-server/zidane/protocol"
+	"github.com/zidane-server/zidane/server/agent/mcp"
 )
 
 // Import of a Claude Code setup (issue 27 item 5): the server user's ~/.claude/ agents, commands
@@ -156,10 +157,9 @@ func planMCP(home string) []ImportItem {
 		entry := map[string]json.RawMessage{}
 		var dropped []string
 		for k, v := range e {
-			switch k {
-			case "type", "command", "args", "env", "url", "headers", "description", "cwd":
+			if mcp.IsKnownField(k) && k != "scope" { // scope is set below, never taken from the import
 				entry[k] = v
-			default:
+			} else {
 				dropped = append(dropped, k)
 			}
 		}

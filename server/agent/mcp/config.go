@@ -159,6 +159,10 @@ var (
 		"policy": true, "approved": true, "allowedTools": true, "dangerouslySkipPermissions": true}
 )
 
+// IsKnownField reports whether an mcps.json entry field is one this server reads (the Claude
+// Code import copies those and leaves the rest out).
+func IsKnownField(name string) bool { return knownFields[name] }
+
 // LoadFile reads one mcps.json. A missing file is no servers and no error; a file that is not
 // valid JSON is one ConfigError and no servers. Entries come back sorted by name.
 func LoadFile(path string) (map[string]Config, map[string]map[string]bool, []ConfigError) {
