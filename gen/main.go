@@ -8,6 +8,8 @@
 //
 //	go run ./gen          # write the generated files
 //	go run ./gen -check   # exit 1 naming every generated file that differs (drift)
+//	go run ./gen -release # snapshot schema/releases/v<protocolVersion>.json (make release-schema)
+//	go run ./gen -release -changelog CHANGELOG.md -prev old.json -summary '…' # make release's files
 package main
 
 import (
@@ -23,22 +25,15 @@ func main() {
 	root := flag.String("root", ".", "repository root")
 	check := flag.Bool("check", false, "compare instead of writing; exit 1 on drift or on a breaking change")
 	release := flag.Bool("release", false, "snapshot the bundled schema as schema/releases/v<protocolVersion>.json")
+	changelog := flag.String("changelog", "", "with -release: also write the release's section of this changelog (the product version from VERSION)")
+	prev := flag.String("prev", "", "with -changelog: the previous release's bundled schema (empty for the first release)")
+	summary := flag.String("summary", "", "with -changelog: the release's written summary (empty keeps the section's existing one)")
 	flag.Parse()
 	if *release {
-		p, err := Load(filepath.Join(*root, "schema"))
-		if err != nil {
+		if err := cutRelease(*root, *changelog, *prev, *summary); err != nil {
 			fmt.Fprintln(os.Stderr, "zidane-gen:", err)
 			os.Exit(1)
 		}
-		path := releasePath(filepath.Join(*root, "schema"), p.Version)
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err == nil {
-			err = os.WriteFile(path, p.Bundle, 0o644)
-		}
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "zidane-gen:", err)
-			os.Exit(1)
-		}
-		fmt.Println("wrote", path)
 		return
 	}
 	files, err := Generate(filepath.Join(*root, "schema"))
@@ -48,6 +43,11 @@ func main() {
 	}
 	if *check {
 		drift := Drift(*root, files)
+		if v, err := readProductVersion(*root); err == nil {
+			if d := checkSDKVersion(*root, v); d != "" {
+				drift = append(drift, d)
+			}
+		}
 		if len(drift) > 0 {
 			fmt.Fprintln(os.Stderr, "zidane-gen: generated files are out of date with schema/; run `make generate` and commit:")
 			for _, d := range drift {
@@ -61,7 +61,7 @@ func main() {
 			os.Exit(1)
 		}
 		if len(breaks) > 0 {
-			fmt.Fprintf(os.Stderr, "zidane-gen: breaking changes against the released schema %s; bump protocolVersion in schema/protocol.json or undo them:\n", snap)
+			fmt.Fprintf(os.Stderr, "zidane-gen: breaking changes against the released schema %s (each says the way forward):\n", snap)
 			for _, b := range breaks {
 				fmt.Fprintln(os.Stderr, "  "+b)
 			}
@@ -109,6 +109,13 @@ func Generate(schemaDir string) (map[string][]byte, error) {
 	}
 	out["sdk-ts/test/examples.gen.ts"] = ex
 	out["docs/protocol.md"] = MarkdownFile(p)
+	version, err := readProductVersion(filepath.Dir(schemaDir))
+	if err != nil {
+		return nil, err
+	}
+	if out["protocol/version_gen.go"], err = versionGoFile(p, version); err != nil {
+		return nil, err
+	}
 	return out, nil
 }
 

@@ -39,8 +39,8 @@ import (
 	"github.com/zidane-server/zidane/server/workspace/watch"
 )
 
-// Version is the server's application version, reported in hello and GET /version.
-var Version = "0.1.0-dev"
+// Version is the server's application version (protocol.ProductVersion, from the VERSION file), reported in hello and GET /version.
+var Version = protocol.ProductVersion
 
 // Limits are the server's documented limits (docs/security.md). Zero fields take the defaults.
 type Limits struct {

@@ -27,8 +27,8 @@ import (
 	"github.com/zidane-server/zidane/protocol"
 )
 
-// Version is the CLI's version (set with -ldflags "-X main.Version=…" at release).
-var Version = "0.1.0-dev"
+// Version is the CLI's version: protocol.ProductVersion, from the VERSION file (make release writes it).
+var Version = protocol.ProductVersion
 
 // Exit codes.
 const (
