@@ -5,7 +5,7 @@ LISTEN ?= 127.0.0.1:4380
 # SERVER_ENV tells the server that make started it, so refusals naming a flag show the ARGS form.
 SERVER_ENV = ZIDANE_MAKE_RUN=1 ZIDANE_MAKE_ARGS='$(subst ','"'"',$(ARGS))' 
 
-.PHONY: all generate check-generated build app run test fuzz soak bench bootstrap release-schema clean
+.PHONY: all generate check-generated build app run test fuzz soak bench bootstrap release release-schema clean
 
 all: build
 
@@ -45,6 +45,10 @@ soak:
 ## bench: the figures of docs/benchmarks.md as ratios against baselines run back to back (BENCH_WRITE=1 writes the doc)
 bench:
 	scripts/bench.sh
+
+## release: cut a release: VERSION=x.y.z (default: the VERSION file), SUMMARY='…' or SUMMARY_FILE=path; snapshot, CHANGELOG.md, commit and tag v<version> (refuses on a dirty tree or an existing tag)
+release:
+	scripts/release.sh
 
 ## release-schema: snapshot the bundled schema as schema/releases/v<protocolVersion>.json
 release-schema:

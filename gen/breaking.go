@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"sort"
+	"strings"
 )
 
 // releasePath is where `make release-schema` keeps the bundle of a released protocol version.
@@ -27,8 +28,11 @@ func latestRelease(schemaDir string) (path string, version int, ok bool) {
 }
 
 // Breaking compares the bundle of the last release with the current one and lists every breaking
-// change: a removed method, signal, type, field or enum value; a changed type; a new required
-// param; a new element without since. A bumped protocolVersion allows them all.
+// change, each naming the element and the way forward: a removed method, signal, type, field or
+// enum value; a changed type; a new required param; a field no longer required; a new element
+// without since. They are allowed only when protocolVersion is raised above the release's and
+// minProtocolVersion keeps the release's version in the range (seed "Compatibility": a release
+// keeps the previous version in its range when it raises the current one).
 func Breaking(oldBundle, newBundle []byte) ([]string, error) {
 	var o, n map[string]any
 	if err := json.Unmarshal(oldBundle, &o); err != nil {
@@ -37,11 +41,22 @@ func Breaking(oldBundle, newBundle []byte) ([]string, error) {
 	if err := json.Unmarshal(newBundle, &n); err != nil {
 		return nil, err
 	}
-	if num(n["protocolVersion"]) > num(o["protocolVersion"]) {
+	ov, nv, nmin := int(num(o["protocolVersion"])), int(num(n["protocolVersion"])), int(num(n["minProtocolVersion"]))
+	if nv > ov && nmin <= ov {
 		return nil, nil
 	}
+	if nv > ov {
+		return []string{fmt.Sprintf("protocolVersion %d with minProtocolVersion %d drops the released v%d from the range: apps built against it could no longer attach; keep minProtocolVersion ≤ %d in schema/protocol.json", nv, nmin, ov, ov)}, nil
+	}
+	forward := fmt.Sprintf(" (released in v%d: undo it, or raise protocolVersion to %d in schema/protocol.json keeping minProtocolVersion ≤ %d so v%d clients still attach; a removed method or signal stays in the schema marked removedIn: %d)", ov, ov+1, ov, ov, ov+1)
 	var out []string
-	add := func(format string, args ...any) { out = append(out, fmt.Sprintf(format, args...)) }
+	add := func(format string, args ...any) {
+		msg := fmt.Sprintf(format, args...)
+		if !strings.Contains(msg, "has no since") {
+			msg += forward
+		}
+		out = append(out, msg)
+	}
 	om, nm := asMap(o["methods"]), asMap(n["methods"])
 	for _, name := range keys(om) {
 		nmeth, ok := nm[name]
