@@ -38,9 +38,11 @@ test:
 fuzz:
 	scripts/fuzz.sh $${FUZZTIME:-30s}
 
-## soak: 500 connections of valid and invalid frames for 60 s against the real binary (loopback), and 200 random cuts across three replicas on NATS JetStream
+## soak: 500 connections of valid and invalid frames for 60 s against the real binary (loopback), 200 random cuts across three replicas on NATS JetStream, and 200 random cuts of createSseHost's streams (sdk-ts)
 soak:
 	ZIDANE_SOAK=1 $(GO) test -count=1 -timeout 10m -run "TestSoak|TestReplicaCuts" -v ./e2e/ | grep -E 'soak:|^(---|ok|FAIL)'
+	$(GO) build -o bin/ ./cmd/zidane-server
+	cd sdk-ts && node scripts/clean.mjs dist-test && npx tsc -p tsconfig.test.json && ZIDANE_SSE_CUTS=200 node --test --test-reporter=spec --test-name-pattern 'random cuts' dist-test/test/sse-host.test.js
 
 ## bench: the figures of docs/benchmarks.md as ratios against baselines run back to back (BENCH_WRITE=1 writes the doc)
 bench:

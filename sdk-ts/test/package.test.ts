@@ -63,7 +63,7 @@ test('npm pack: the tarball installs offline in a project outside the repository
     const protocol = await import('@zidane/sdk/protocol')
     const ok = typeof client.createServerClient === 'function' && typeof chat.createSessionStreams === 'function' &&
       typeof chat.applyLiveEvent === 'function' && typeof adapters.createServerHost === 'function' &&
-      typeof adapters.createRunHost === 'function' && typeof adapters.createWorkerHost === 'function' &&
+      typeof adapters.createRunHost === 'function' && typeof adapters.createSseHost === 'function' && typeof adapters.createWorkerHost === 'function' &&
       protocol.PROTOCOL_VERSION === 16 && root.ErrorCode.MethodNotFound === -32601
     let react = 'loaded'
     try { await import('@zidane/sdk/react') } catch (e) { react = String(e.message) }

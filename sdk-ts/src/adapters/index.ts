@@ -12,3 +12,8 @@ export type { ToWorker, FromWorker, PortLike, WorkerLike, WorkerHostOptions, Wor
 export { applyLiveEvent } from '../chat/reducer.js'
 export { createServerClient } from '../client/client.js'
 export type { ServerClient, ServerClientOptions, ConnectionState } from '../client/client.js'
+export { createSseHost } from './sse-host.js'
+export type { SseHost, SseHostOptions, SseHeaders, SseStreamState } from './sse-host.js'
+export { createSseParser } from './sse-parse.js'
+export type { SseMessage, SseParser } from './sse-parse.js'
+export type { HydrateResponse, SendBody, StreamRecord, AnswerBody } from '../protocol.js'

@@ -20,7 +20,8 @@ export interface ServerHost extends ChatHost {
   refresh(): Promise<void>
 }
 
-function toPending(r: WireInteraction): PendingInteraction {
+/** A wire interaction request as a host's PendingInteraction (the server and SSE hosts). */
+export function toPending(r: WireInteraction): PendingInteraction {
   return Object.freeze({
     id: r.requestId,
     sessionId: r.sessionId,
@@ -41,7 +42,8 @@ function toWireAnswer(p: PendingInteraction, answer: unknown): { choices?: strin
   return out
 }
 
-function toHostSession(s: Session): HostSession {
+/** A wire Session as a host's HostSession (the server and SSE hosts). */
+export function toHostSession(s: Session): HostSession {
   return Object.freeze({ id: s.id, title: s.title, status: s.status, createdAt: s.createdAt, updatedAt: s.updatedAt })
 }
 

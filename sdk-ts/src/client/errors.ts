@@ -16,6 +16,7 @@ export type ZidaneErrorKind =
   | 'not-offered'
   | 'worker-version'
   | 'host-gone'
+  | 'http'
 
 /** The base of every error the SDK throws or reports. */
 export class ZidaneError extends Error {
@@ -157,6 +158,22 @@ export class HostGoneError extends ZidaneError {
   override readonly name = 'HostGoneError'
   constructor(message = 'The agent host is gone (the worker died or was terminated).') {
     super('host-gone', message)
+  }
+}
+
+/**
+ * An HTTP request of the SSE protocol (createSseHost) was answered with an error status: status is
+ * the HTTP status, code the JSON-RPC error code the ErrorBody carried (when it had one) and the
+ * message the server's, which says what to do.
+ */
+export class HttpError extends ZidaneError {
+  override readonly name = 'HttpError'
+  constructor(
+    readonly status: number,
+    message: string,
+    readonly code?: number,
+  ) {
+    super('http', message)
   }
 }
 

@@ -1,11 +1,14 @@
 // Cut proxy (CP): a TCP proxy between the client and a server, with the client cases' controls:
 // rst() destroys both sides, blackhole() stops forwarding on open pairs (no FIN, no RST), stall()
 // accepts new sockets but forwards nothing until release(), respond(status) answers upgrades with a
-// canned HTTP status. It counts sockets open at the same time.
+// canned HTTP status. It counts sockets open at the same time. For HTTP it remembers each pair's
+// latest request line (rstWhere cuts the pairs carrying a given request; onClose hears a pair end).
 import net from 'node:net'
 
-interface Pair {
+/** One proxied connection: the client's socket, the upstream one and the latest HTTP request line the client sent on it. */
+export interface Pair {
   client: net.Socket
+  request?: string
   upstream?: net.Socket
   blackholed: boolean
   buffered: Buffer[]
@@ -19,6 +22,7 @@ export class CutProxy {
   maxOpen = 0
   mode: { kind: 'forward' } | { kind: 'stall' } | { kind: 'respond'; status: number } = { kind: 'forward' }
   private stalled: Pair[] = []
+  private closers = new Set<(p: Pair) => void>()
 
   constructor(public targetPort: number) {}
 
@@ -46,6 +50,7 @@ export class CutProxy {
     client.on('close', () => {
       this.pairs.delete(pair)
       pair.upstream?.destroy()
+      for (const f of [...this.closers]) f(pair)
     })
     const mode = this.mode
     if (mode.kind === 'respond') {
@@ -55,6 +60,8 @@ export class CutProxy {
       return
     }
     client.on('data', (d) => {
+      const line = /^(GET|POST|PUT|DELETE|PATCH|HEAD|OPTIONS) \S+ HTTP\/1\.[01]/m.exec(d.toString('latin1'))
+      if (line) pair.request = line[0]
       if (pair.blackholed) return
       if (pair.upstream) pair.upstream.write(d)
       else pair.buffered.push(d)
@@ -86,6 +93,23 @@ export class CutProxy {
       p.client.resetAndDestroy()
       this.pairs.delete(p)
     }
+  }
+  /** Destroys with a TCP reset the open pairs whose latest request line matches; returns how many. */
+  rstWhere(match: (request: string) => boolean): number {
+    let n = 0
+    for (const p of [...this.pairs]) {
+      if (p.request === undefined || !match(p.request)) continue
+      p.upstream?.resetAndDestroy()
+      p.client.resetAndDestroy()
+      this.pairs.delete(p)
+      n++
+    }
+    return n
+  }
+  /** Calls f when a pair's client side closes (whoever closed it); returns a function that stops it. */
+  onClose(f: (p: Pair) => void): () => void {
+    this.closers.add(f)
+    return () => this.closers.delete(f)
   }
   /** Stops forwarding on every open pair, keeping the sockets open. */
   blackhole() {

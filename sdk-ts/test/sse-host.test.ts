@@ -1,0 +1,190 @@
+// createSseHost (issue 26 item 4) against the real zidane-server binary's SSE protocol v1
+// (--sse-base-path /api/chat) on a real Postgres, through a loopback TCP proxy that cuts the live
+// streams at random moments: the transcript the host ends with equals the stored one (hydrate
+// straight from the server), a stream closes a second after its last watcher leaves, and a restart
+// (reset: epoch) hydrates again. ZIDANE_SSE_CUTS sets the number of cuts (20 here, 200 under make soak).
+import assert from 'node:assert/strict'
+import { after, before, test } from 'node:test'
+import { isDeepStrictEqual } from 'node:util'
+import { createSseHost, type SseHost } from '../src/adapters/index.js'
+import type { HydrateResponse, StreamEvent } from '../src/index.js'
+import { until } from './helpers/clock.js'
+import { CutProxy, type Pair } from './helpers/proxy.js'
+import { Database, ServerProcess } from './helpers/server.js'
+
+let db: Database
+let server: ServerProcess
+let token: string
+
+before(async () => {
+  db = new Database()
+  // Pieces 20 ms apart: a run lasts a few hundred ms, so cuts land in the middle of runs.
+  server = await ServerProcess.start({ db, extra: ['--scripted-step-delay', '20ms'] })
+  token = server.mintToken('sse-host-test')
+})
+
+after(async () => {
+  await server?.stop()
+  server?.cleanup()
+  db?.drop()
+})
+
+const auth = () => ({ authorization: `Bearer ${token}` })
+const isStream = (request: string) => /^GET \S+\/stream HTTP/.test(request)
+
+/** The stored transcript, hydrated straight from the server (no proxy, no host). */
+async function stored(sessionId: string): Promise<StreamEvent[]> {
+  const res = await fetch(`http://127.0.0.1:${server.port}/api/chat/sessions/${sessionId}?limit=1000`, { headers: auth() })
+  assert.equal(res.status, 200)
+  return ((await res.json()) as HydrateResponse).events
+}
+
+function userPrompts(host: SseHost, sessionId: string): number {
+  return host.streams.transcript(sessionId).filter((e) => e.kind === 'user-prompt').length
+}
+
+async function runEnded(host: SseHost, sessionId: string, runs: number) {
+  await until(() => host.streams.getSnapshot(sessionId).status !== 'running' && host.streams.transcript(sessionId).filter((e) => e.kind === 'run-summary').length >= runs, 20_000, `run ${runs} ended`)
+}
+
+/** Waits until the host's transcript is the stored one, then asserts it (the message shows the difference). */
+async function matchesStore(host: SseHost, sessionId: string) {
+  let want = await stored(sessionId)
+  const end = Date.now() + 10_000
+  while (!isDeepStrictEqual(host.streams.transcript(sessionId), want) && Date.now() < end) {
+    await new Promise((r) => setTimeout(r, 20))
+    want = await stored(sessionId)
+  }
+  assert.deepEqual(host.streams.transcript(sessionId), want)
+}
+
+/** A small deterministic PRNG (mulberry32), so a failing run can be repeated with its seed. */
+function prng(seed: number): () => number {
+  let a = seed >>> 0
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0
+    let t = a
+    t = Math.imul(t ^ (t >>> 15), t | 1)
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
+  }
+}
+
+test('sse host: random cuts of the live stream over a long run; the transcript equals the stored one, each record once', async (t) => {
+  const cuts = Number(process.env['ZIDANE_SSE_CUTS'] ?? 20)
+  const seed = Number(process.env['ZIDANE_SSE_SEED'] ?? Date.now() % 1_000_000)
+  const rnd = prng(seed)
+  const cp = await CutProxy.start(server.port)
+  t.after(() => cp.close())
+  const errors: string[] = []
+  const host = createSseHost({ baseUrl: `http://127.0.0.1:${cp.port}/api/chat`, headers: auth, reconnectMs: 20, maxReconnectMs: 200, frames: false, onError: (e) => errors.push(e.message) })
+  t.after(() => host.close())
+  await host.ready
+  let done = 0
+  let streamsOpened = 0
+  const start = Date.now()
+  // Rounds of at most 20 cuts, each on a fresh session, so the soak's 200 cuts keep transcripts short.
+  while (done < cuts) {
+    const s = await host.createSession({ title: `cuts from ${done}` })
+    const release = host.watch(s.id)
+    await host.open(s.id)
+    const roundEnd = Math.min(cuts, done + 20)
+    let runs = 0
+    let cutting = true
+    const cutter = (async () => {
+      while (cutting && done < roundEnd) {
+        await new Promise((r) => setTimeout(r, 30 + rnd() * 300))
+        if (!cutting) break
+        if (cp.rstWhere(isStream) > 0) done++
+      }
+    })()
+    while (done < roundEnd) {
+      runs++
+      await host.send(s.id, `Say hello ${runs}.`)
+      await runEnded(host, s.id, runs)
+    }
+    cutting = false
+    await cutter
+    // A last run after the cuts: the stream resumed and still delivers.
+    runs++
+    await host.send(s.id, 'And once more.')
+    await runEnded(host, s.id, runs)
+    assert.equal(userPrompts(host, s.id), runs, `seed ${seed}: every prompt once`)
+    await matchesStore(host, s.id)
+    release()
+  }
+  streamsOpened = cp.accepted
+  t.diagnostic(`${cuts} cuts in ${Date.now() - start} ms, ${streamsOpened} connections, seed ${seed}`)
+  assert.ok(streamsOpened > cuts, 'each cut reconnected')
+  assert.ok(errors.every((m) => !/hydrating again/.test(m)), `resumed from Last-Event-ID, no reset: ${errors.join('; ')}`)
+})
+
+/** Resolves when the proxy sees a stream connection close, with the time it closed. */
+function streamClosed(cp: CutProxy): Promise<number> {
+  return new Promise((resolve) => {
+    const off = cp.onClose((p: Pair) => {
+      if (p.request !== undefined && isStream(p.request)) {
+        off()
+        resolve(Date.now())
+      }
+    })
+  })
+}
+
+test('sse host: a stream closes a second after nothing watches it; a watcher within that second keeps it', async (t) => {
+  const cp = await CutProxy.start(server.port)
+  t.after(() => cp.close())
+  const host = createSseHost({ baseUrl: `http://127.0.0.1:${cp.port}/api/chat`, headers: auth, frames: false })
+  t.after(() => host.close())
+  await host.ready
+  const s = await host.createSession({ title: 'linger' })
+  const openStreams = () => [...cp.pairs].filter((p) => p.request !== undefined && isStream(p.request)).length
+
+  // A subscription to the transcript (what the components' hooks do) watches the session.
+  const off = host.streams.subscribe(s.id, () => {})
+  await until(() => host.streamState(s.id) === 'open' && openStreams() === 1, 5000, 'the stream open')
+  let closed = streamClosed(cp)
+  const left = Date.now()
+  off()
+  let at = await closed
+  assert.ok(at - left >= 950 && at - left < 1600, `closed ${at - left} ms after the last watcher left`)
+  await until(() => host.streamState(s.id) === 'closed', 2000, 'state closed')
+
+  // Watched again: the stream opens again; a watcher that comes back within the second keeps the
+  // same stream open.
+  const release1 = host.watch(s.id)
+  await until(() => host.streamState(s.id) === 'open' && openStreams() === 1, 5000, 'the stream open again')
+  const accepted = cp.accepted
+  closed = streamClosed(cp)
+  release1()
+  await new Promise((r) => setTimeout(r, 400))
+  const release2 = host.watch(s.id)
+  const back = Date.now()
+  await new Promise((r) => setTimeout(r, 300))
+  release2()
+  const left2 = Date.now()
+  at = await closed
+  assert.ok(at - left2 >= 950 && at - left2 < 1600, `closed ${at - left2} ms after the second watcher left (${at - back} ms after it came)`)
+  assert.equal(cp.accepted, accepted, 'the same stream all along: no reconnect')
+})
+
+test('sse host: a restart answers reset (epoch); the host hydrates again and the next run continues the transcript', async (t) => {
+  const errors: string[] = []
+  const host = createSseHost({ baseUrl: `http://127.0.0.1:${server.port}/api/chat`, headers: auth, reconnectMs: 50, maxReconnectMs: 200, frames: false, onError: (e) => errors.push(e.message) })
+  t.after(() => host.close())
+  await host.ready
+  const s = await host.createSession()
+  const release = host.watch(s.id)
+  t.after(release)
+  await host.open(s.id)
+  await host.send(s.id, 'First.')
+  await runEnded(host, s.id, 1)
+  await server.stop()
+  await server.launch()
+  await until(() => errors.some((m) => /\(epoch\): hydrating again/.test(m)) && host.streamState(s.id) === 'open', 20_000, 'reset and hydrate again')
+  await matchesStore(host, s.id)
+  await host.send(s.id, 'Second.')
+  await runEnded(host, s.id, 2)
+  assert.equal(userPrompts(host, s.id), 2)
+  await matchesStore(host, s.id)
+})
