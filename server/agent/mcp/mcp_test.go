@@ -21,6 +21,7 @@ import (
 
 func TestMain(m *testing.M) {
 	mcptest.ServeIfAsked()
+	conformanceClientIfAsked()
 	os.Exit(m.Run())
 }
 
