@@ -46,7 +46,8 @@ if [ "$want_ts" = 1 ]; then
     (cd sdk-ts && npm ci --no-audit --no-fund --loglevel=error)
   fi
   # The npm programs Go tests run (e2e/<name>/package.json with its lock): the reference MCP server
-  # of e2e/mcp (server/agent/mcp), the local authorization server of e2e/oauth (server/oauth).
+  # of e2e/mcp (server/agent/mcp), the local authorization server of e2e/oauth (server/oauth), the
+  # MCP conformance suite of e2e/conformance (server/agent/mcp TestMCPConformanceClient).
   for lock in e2e/*/package-lock.json; do
     [ -f "$lock" ] || continue
     d=$(dirname "$lock")
