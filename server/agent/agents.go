@@ -93,6 +93,48 @@ func (ra *runAgent) offers(name string) bool {
 	return false
 }
 
+// offersPrefix reports whether the run could offer a tool whose name begins with prefix (an
+// MCP server's mcp__<server>__, before its tools are listed): the agent offers all tools, names
+// one with that prefix, or names a pattern (name*) that covers it; a task's ceiling bounds it.
+func (ra *runAgent) offersPrefix(prefix string) bool {
+	match := func(t string) bool {
+		return strings.HasPrefix(t, prefix) || (strings.HasSuffix(t, "*") && strings.HasPrefix(prefix, strings.TrimSuffix(t, "*")))
+	}
+	if ra.ceiling != nil {
+		ok := false
+		for t, allowed := range ra.ceiling {
+			if allowed && match(t) {
+				ok = true
+				break
+			}
+		}
+		if !ok {
+			return false
+		}
+	}
+	if ra.narrow != nil {
+		ok := false
+		for _, t := range ra.narrow {
+			if match(t) {
+				ok = true
+				break
+			}
+		}
+		if !ok {
+			return false
+		}
+	}
+	if ra.def.AllTools {
+		return true
+	}
+	for _, t := range ra.def.Tools {
+		if match(t) {
+			return true
+		}
+	}
+	return false
+}
+
 // tools filters the host's tools to the run's, adding the skill tool when skills are offered.
 func (ra *runAgent) tools(all []provider.Tool) []provider.Tool {
 	out := make([]provider.Tool, 0, len(all)+1)

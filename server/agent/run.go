@@ -170,7 +170,7 @@ func (r *Runtime) runModel(ctx context.Context, ru *run) (protocol.RunSummary, s
 	turnTools := func() []provider.Tool {
 		all := baseTools
 		if tt, ok := runner.(TurnTools); ok {
-			if extra := tt.TurnTools(ctx, ru.session, ru.id, ru.origin); len(extra) > 0 {
+			if extra := tt.TurnTools(withMCPOffers(ctx, ag.offersPrefix), ru.session, ru.id, ru.origin); len(extra) > 0 {
 				all = append(baseTools[:len(baseTools):len(baseTools)], extra...)
 			}
 		}

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -14,11 +15,32 @@ import (
 )
 
 // mcpSessions keeps, per session, the MCP tools its latest turn offered (a call names one of
-// them), and per run the decisions on project servers, so a run asks once per server.
+// them), and the session's answers on project servers (by server and config hash), so a session
+// is asked once per server config: a deny leaves the server out of its later runs too.
 type mcpSessions struct {
 	mu      sync.Mutex
 	tools   map[string]map[string]tools.MCPTool // session → agent name → tool
-	decided map[string]bool                     // run, server, hash → allowed
+	decided map[string]bool                     // session, server, hash → allowed
+}
+
+// mcpOffersKey carries, in a run's context, which MCP servers the run's agent could offer a
+// tool of (withMCPOffers); MCPSpecs neither starts nor asks for the others.
+type mcpOffersKey struct{}
+
+// withMCPOffers returns ctx carrying offers: whether the run would offer any tool whose name
+// begins with prefix (mcp__<server>__).
+func withMCPOffers(ctx context.Context, offers func(prefix string) bool) context.Context {
+	return context.WithValue(ctx, mcpOffersKey{}, offers)
+}
+
+// mcpOffered reports whether the run of ctx would offer any tool of server (true without a
+// filter: the tool host's direct callers).
+func mcpOffered(ctx context.Context, server string) bool {
+	f, ok := ctx.Value(mcpOffersKey{}).(func(string) bool)
+	if !ok {
+		return true
+	}
+	return f(strings.TrimSuffix(mcp.ToolName(server, "x"), "x"))
 }
 
 // maxMCPSessions bounds both maps; past it they start over.
@@ -63,6 +85,9 @@ func (h *ToolHost) MCPSpecs(ctx context.Context, x store.Session, runID string, 
 	byName := map[string]tools.MCPTool{}
 	var specs []provider.Tool
 	for _, s := range servers {
+		if !mcpOffered(ctx, s.Name) {
+			continue // the run's agent offers none of its tools: not started, not asked for
+		}
 		if !h.projectServerAllowed(ctx, x, runID, origin, s) {
 			continue
 		}
@@ -105,20 +130,24 @@ func (h *ToolHost) setMCPTools(sessionID string, m map[string]tools.MCPTool) {
 	h.mcpSess.tools[sessionID] = m
 }
 
-// projectServerAllowed applies the approval rule of project servers (user-file servers pass).
+// projectServerAllowed applies the approval rule of project servers (user-file servers pass):
+// one stored for the project ("always") allows it; otherwise the session's first run that would
+// offer its tools asks, and the answer holds for the session's later runs while the config's
+// hash is the same (a deny runs without its tools and is not asked again; a changed config asks
+// again). Locked mode neither asks nor remembers.
 func (h *ToolHost) projectServerAllowed(ctx context.Context, x store.Session, runID string, origin Origin, s mcp.Server) bool {
 	if s.Origin != mcp.OriginProject {
 		return true
 	}
-	key := runID + "\x00" + s.Name + "\x00" + s.Hash
+	key := x.ID + "\x00" + s.Name + "\x00" + s.Hash
 	h.mcpSess.mu.Lock()
 	d, ok := h.mcpSess.decided[key]
 	h.mcpSess.mu.Unlock()
 	if ok {
 		return d
 	}
-	allowed := h.askProjectServer(ctx, x, runID, origin, s)
-	if ctx.Err() == nil {
+	allowed, asked := h.askProjectServer(ctx, x, runID, origin, s)
+	if asked && ctx.Err() == nil {
 		h.mcpSess.mu.Lock()
 		if h.mcpSess.decided == nil || len(h.mcpSess.decided) >= maxMCPSessions {
 			h.mcpSess.decided = map[string]bool{}
@@ -129,21 +158,24 @@ func (h *ToolHost) projectServerAllowed(ctx context.Context, x store.Session, ru
 	return allowed
 }
 
-func (h *ToolHost) askProjectServer(ctx context.Context, x store.Session, runID string, origin Origin, s mcp.Server) bool {
+// askProjectServer answers whether project server s may start for the session: allowed by a
+// stored approval (not remembered: a removed one asks again), or by the session's answer to the
+// approval:request it asks (asked true).
+func (h *ToolHost) askProjectServer(ctx context.Context, x store.Session, runID string, origin Origin, s mcp.Server) (allowed, asked bool) {
 	storeTool := MCPServerTool + ":" + s.Name
 	entries, err := h.Store.ListSafelist(ctx, x.ProjectRoot)
 	if err != nil {
 		h.log().Warn("mcp: the safelist could not be read; the project server stays inert", "server", s.Name, "err", err)
-		return false
+		return false, false
 	}
 	for _, e := range entries {
 		if e.Tool == storeTool && e.Prefix == s.Hash {
-			return true
+			return true, false
 		}
 	}
 	mode, err := h.Store.ApprovalMode(ctx, x.ID)
 	if err != nil || mode == store.ModeLocked {
-		return false
+		return false, false
 	}
 	what, target := "command", s.Target()
 	if s.Config.IsHTTP() {
@@ -153,5 +185,5 @@ func (h *ToolHost) askProjectServer(ctx context.Context, x store.Session, runID 
 	req := protocol.ApprovalRequest{SessionID: x.ID, RunID: runID, CallID: MCPServerTool + ":" + s.Name, Tool: MCPServerTool, Input: input,
 		Summary: fmt.Sprintf("Start MCP server %q from %s: %s", s.Name, s.File, target), Cwd: x.Cwd}
 	out := h.Gate.RequestApproval(withParent(ctx, x), ApprovalAsk{Request: req, ProjectRoot: x.ProjectRoot, StoreTool: storeTool, StorePrefix: s.Hash, CanStore: true}, origin)
-	return out.Allowed()
+	return out.Allowed(), true
 }

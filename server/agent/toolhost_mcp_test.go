@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/zidane-server/zidane/protocol"
+	"github.com/zidane-server/zidane/server/agent/defs"
 	"github.com/zidane-server/zidane/server/agent/mcp"
 	"github.com/zidane-server/zidane/server/agent/mcp/mcptest"
 	"github.com/zidane-server/zidane/server/agent/provider"
@@ -163,6 +164,41 @@ func TestMCPProjectServerAsksFirst(t *testing.T) {
 	assert.Contains(t, req.Summary, "-changed")
 	f.answer(t, req, protocol.ApprovalDecisionDeny)
 	assert.NotContains(t, specNames(<-specs), "mcp__proj__echo")
+
+	// The session's later runs go on without it and are not asked again for the same config.
+	assert.NotContains(t, specNames(<-f.specsAsync("run-4")), "mcp__proj__echo")
+	assert.Empty(t, f.gate.PendingApprovals(f.sess.ID), "a denied config is not asked again in the session")
+
+	// Another session of the project is asked (its first run that would offer the tools).
+	other, err := f.st.CreateSession(context.Background(), store.Session{Title: "u", ProjectRoot: f.ws, Cwd: f.ws, AgentID: "build", Status: "idle"})
+	require.NoError(t, err)
+	otherSpecs := make(chan []provider.Tool, 1)
+	go func() { otherSpecs <- f.host.MCPSpecs(context.Background(), other, "run-5", nil) }()
+	require.Eventually(t, func() bool { return len(f.gate.PendingApprovals(other.ID)) == 1 }, 10*time.Second, 5*time.Millisecond)
+	_, err = f.gate.Answer(context.Background(), other.ID, f.gate.PendingApprovals(other.ID)[0].RequestID, protocol.ApprovalDecisionAllow, "tester")
+	require.NoError(t, err)
+	assert.Contains(t, specNames(<-otherSpecs), "mcp__proj__echo")
+}
+
+// A run whose agent offers none of a project server's tools neither starts it nor asks.
+func TestMCPProjectServerNotAskedWhenNotOffered(t *testing.T) {
+	f := newHostFixture(t)
+	f.withMCP(t, "")
+	writeMCPs(t, filepath.Join(f.ws, ".zidane", "mcps.json"), map[string]any{"proj": mcpEntry(t, nil)})
+	var asked []string
+	ctx := withMCPOffers(context.Background(), func(prefix string) bool { asked = append(asked, prefix); return false })
+	assert.Empty(t, f.host.MCPSpecs(ctx, f.sess, "run-1", nil))
+	assert.Equal(t, []string{"mcp__proj__"}, asked)
+	assert.Empty(t, f.gate.PendingApprovals(f.sess.ID), "nothing asked")
+	assert.Empty(t, f.host.MCP.Procs(), "nothing started")
+
+	plan := &runAgent{def: defs.Agent{Name: "p", Tools: []string{"read_file", "mcp__docs__*"}}}
+	assert.False(t, plan.offersPrefix("mcp__proj__"))
+	assert.True(t, plan.offersPrefix("mcp__docs__"))
+	one := &runAgent{def: defs.Agent{Name: "o", Tools: []string{"mcp__proj__echo"}}}
+	assert.True(t, one.offersPrefix("mcp__proj__"))
+	all := &runAgent{def: defs.Agent{Name: "a", AllTools: true}, ceiling: map[string]bool{"read_file": true}}
+	assert.False(t, all.offersPrefix("mcp__proj__"), "a task's ceiling bounds it")
 }
 
 func TestMCPProjectScopeHostRunsNothing(t *testing.T) {
