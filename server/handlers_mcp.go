@@ -239,16 +239,23 @@ func (h mcpHandler) Remove(ctx context.Context, p *protocol.McpRemoveParams) (*p
 	return &protocol.McpRemoveResult{Removed: had}, nil
 }
 
-// mcpServer finds a configured server for the project of cwd (absent: the user file alone) and
+// mcpRoot is the project of cwd, or without it the default project (the first workspace root,
+// as agents.list and a new session use): whose .zidane/mcps.json joins the user file's.
+func (s *Server) mcpRoot(cwd *string) (string, error) {
+	c := ""
+	if cwd != nil {
+		c = *cwd
+	}
+	root, _, err := s.resolveCwd(c)
+	return root, err
+}
+
+// mcpServer finds a configured server for the project of cwd (absent: the default project) and
 // applies the approval rule: a project server not yet approved is started only for an admin.
 func (s *Server) mcpServer(ctx context.Context, name string, cwd *string) (mcp.Server, string, error) {
-	root := ""
-	if cwd != nil && *cwd != "" {
-		r, _, err := s.resolveCwd(*cwd)
-		if err != nil {
-			return mcp.Server{}, "", err
-		}
-		root = r
+	root, err := s.mcpRoot(cwd)
+	if err != nil {
+		return mcp.Server{}, "", err
 	}
 	servers, _ := s.mcp.Servers(root)
 	for _, srv := range servers {
@@ -386,13 +393,9 @@ func optStr(s string) *string {
 
 // Mcps implements catalog.mcps.
 func (h catalogHandler) Mcps(ctx context.Context, p *protocol.CatalogMcpsParams) (*protocol.CatalogMcpsResult, error) {
-	root := ""
-	if p.Cwd != nil && *p.Cwd != "" {
-		r, _, err := h.s.resolveCwd(*p.Cwd)
-		if err != nil {
-			return nil, err
-		}
-		root = r
+	root, err := h.s.mcpRoot(p.Cwd)
+	if err != nil {
+		return nil, err
 	}
 	servers, errs := h.s.mcp.Servers(root)
 	out := &protocol.CatalogMcpsResult{Servers: make([]protocol.McpRow, 0, len(servers)), Errors: make([]protocol.McpConfigError, 0, len(errs))}

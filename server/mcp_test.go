@@ -98,6 +98,15 @@ func TestMCPGroups(t *testing.T) {
 	// A chat token cannot start an unapproved project server; the user's server tests.
 	m = chat.call("mcp.test", fmt.Sprintf(`{"name":"proj","cwd":%q}`, root))
 	assert.Equal(t, protocol.CodeForbidden, errCode(m))
+	// Without cwd, catalog.mcps and mcp.test mean the default project (the first root), as
+	// agents.list does: the project's server is listed and found (and still needs its approval).
+	var noCwd []string
+	for _, x := range chat.result("catalog.mcps", `{}`)["servers"].([]any) {
+		noCwd = append(noCwd, x.(map[string]any)["name"].(string))
+	}
+	assert.Equal(t, []string{"gotest", "proj"}, noCwd)
+	m = chat.call("mcp.test", `{"name":"proj"}`)
+	assert.Equal(t, protocol.CodeForbidden, errCode(m), "found in the default project, not yet approved")
 	test := chat.result("mcp.test", `{"name":"gotest"}`)
 	assert.Equal(t, true, test["ok"], "%v", test)
 	assert.Equal(t, "2026-07-28", test["protocolVersion"])
@@ -145,6 +154,7 @@ func TestMCPGroups(t *testing.T) {
 	e.srv.mcp.Invalidate("")
 	all := chat.result("catalog.mcps", fmt.Sprintf(`{"cwd":%q}`, root))
 	assert.Contains(t, fmt.Sprint(all["errors"]), `scope "host"`)
+	assert.Contains(t, fmt.Sprint(chat.result("catalog.mcps", `{}`)["errors"]), `scope "host"`, "the default project's file's errors too")
 	assert.NotContains(t, rows(), "evil")
 
 	assert.Equal(t, true, admin.result("mcp.remove", `{"name":"gotest","target":"user"}`)["removed"])
