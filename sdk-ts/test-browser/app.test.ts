@@ -1,6 +1,7 @@
 // The web app in a real headless Chromium against the real bin/zidane-server (issue 24, "What it
 // must show"): pairing, sessions, streaming, approvals, questions, stop, reload mid-run, a server
-// restart, two pages live, shared drafts, XSS payloads, axe-core, and screenshots light and dark.
+// restart, two pages live, shared drafts, XSS payloads, axe-core, screenshots light and dark, and
+// the examples on an in-page run host and on createSseHost (ui-sse, over the SSE protocol).
 // One browser for the whole file; every wait is on the page's state, never a sleep.
 import assert from 'node:assert/strict'
 import { existsSync, mkdirSync, readFileSync } from 'node:fs'
@@ -9,7 +10,7 @@ import { join } from 'node:path'
 import { after, before, describe, test } from 'node:test'
 import type { Browser, BrowserContext, Page } from 'playwright-core'
 import type { Database, ServerProcess } from '../test/helpers/server.js'
-import { exactCommand, exampleDir, freePort, launchBrowser, serveStatic, shotsDir, startServer, streamPieces } from './harness.js'
+import { exactCommand, exampleDir, freePort, launchBrowser, serveStatic, sseExampleDir, shotsDir, startServer, streamPieces } from './harness.js'
 
 const require = createRequire(import.meta.url)
 const axeSource = readFileSync(require.resolve('axe-core/axe.min.js'), 'utf8')
@@ -342,5 +343,32 @@ describe('web app in Chromium', () => {
     )
     assert.equal(opened, false)
     problems.length = 0 // the refused socket logs a console error
+  })
+
+  test('the components on createSseHost (examples/ui-sse): a prompt streams over the SSE protocol', async () => {
+    const port = await freePort()
+    const stop = await serveStatic(port, sseExampleDir, { prefix: '/api/chat/', port: server.port })
+    const p = await context.newPage()
+    const seen: string[] = []
+    p.on('pageerror', (e) => seen.push(e.message))
+    p.on('console', (m) => {
+      if (m.type() === 'error') seen.push(`console error: ${m.text()}`)
+    })
+    p.on('websocket', (w) => seen.push(`websocket: ${w.url()}`))
+    try {
+      await p.goto(`http://127.0.0.1:${port}/#token=${server.mintToken('ui-sse')}`)
+      await p.getByRole('button', { name: 'New session' }).first().click()
+      await composer(p).fill('Stream over SSE.')
+      await composer(p).press('Enter')
+      await transcript(p).getByText('Stream over SSE.').waitFor()
+      // The pieces arrive one by one: the first shows while the last has not come yet.
+      await transcript(p).getByText(/p01/).waitFor()
+      assert.equal(await transcript(p).getByText(/p40/).count(), 0, 'the first piece shows before the run ends')
+      await transcript(p).getByText(/p40/).waitFor({ timeout: 15_000 })
+      assert.deepEqual(seen, [])
+    } finally {
+      await p.close()
+      await stop()
+    }
   })
 })

@@ -80,9 +80,26 @@ export async function startServer(extra: string[] = [], more: Record<string, unk
 
 const types: Record<string, string> = { '.html': 'text/html', '.js': 'text/javascript', '.css': 'text/css' }
 
-/** A static server of a built page (the ui-in-process example, which needs no zidane-server). */
-export async function serveStatic(port: number, root: string): Promise<() => Promise<void>> {
+/** The ui-sse example, built by npm run test:browser. */
+export const sseExampleDir = join(repo, 'sdk-ts', 'test-results', 'ui-sse')
+
+/**
+ * A static server of a built page (the examples). With proxy, requests below proxy.prefix are
+ * forwarded as they are (headers, body, a streamed answer) to 127.0.0.1:proxy.port, so the page and
+ * the SSE protocol share one origin as the seed asks.
+ */
+export async function serveStatic(port: number, root: string, proxy?: { prefix: string; port: number }): Promise<() => Promise<void>> {
   const srv = http.createServer((req, res) => {
+    if (proxy && (req.url ?? '').startsWith(proxy.prefix)) {
+      const up = http.request({ host: '127.0.0.1', port: proxy.port, method: req.method, path: req.url, headers: req.headers }, (ur) => {
+        res.writeHead(ur.statusCode ?? 502, ur.headers)
+        ur.pipe(res)
+      })
+      up.on('error', () => res.destroy())
+      res.on('close', () => up.destroy())
+      req.pipe(up)
+      return
+    }
     const file = normalize(join(root, new URL(req.url ?? '/', 'http://x').pathname))
     const f = file.startsWith(root) && existsSync(file) && extname(file) !== '' ? file : join(root, 'index.html')
     res.writeHead(200, { 'content-type': types[extname(f)] ?? 'application/octet-stream' })
