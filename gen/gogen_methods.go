@@ -296,10 +296,17 @@ func GoFiles(p *Protocol) (map[string][]byte, error) {
 	f.Comment("")
 	f.Comment("//go:embed bundle_gen.json")
 	f.Var().Id("BundledSchema").Index().Byte()
+	f.Line()
+	f.Comment("OpenRPCDocument is the WebSocket protocol as an OpenRPC 1.3 document (signals under x-signals),")
+	f.Comment("served at GET /openrpc.json.")
+	f.Comment("")
+	f.Comment("//go:embed openrpc_gen.json")
+	f.Var().Id("OpenRPCDocument").Index().Byte()
 	if err := put(out, "protocol/schema_gen.go", f); err != nil {
 		return nil, err
 	}
 	out["protocol/bundle_gen.json"] = p.Bundle
+	out[openRPCPath] = OpenRPCFile(p)
 	if p.HTTP != nil {
 		f = newFile("protocol", p)
 		g.emitSSE(f)

@@ -9,3 +9,9 @@ import _ "embed"
 //
 //go:embed bundle_gen.json
 var BundledSchema []byte
+
+// OpenRPCDocument is the WebSocket protocol as an OpenRPC 1.3 document (signals under x-signals),
+// served at GET /openrpc.json.
+//
+//go:embed openrpc_gen.json
+var OpenRPCDocument []byte

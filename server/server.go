@@ -690,7 +690,7 @@ func (s *Server) track(c *conn, add bool) {
 	}
 }
 
-// ServeHTTP answers plain HTTP (GET /healthz, /version, /protocol.json, the web app on the other
+// ServeHTTP answers plain HTTP (GET /healthz, /version, /protocol.json, /openrpc.json, the web app on the other
 // GETs when it is on) and WebSocket upgrades on any path.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	health := (r.Method == http.MethodGet || r.Method == http.MethodHead) && (r.URL.Path == "/healthz" || r.URL.Path == "/health")
@@ -747,6 +747,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case r.Method == http.MethodGet && r.URL.Path == "/protocol.json":
 		w.Header().Set("Content-Type", "application/schema+json")
 		w.Write(protocol.BundledSchema)
+	case r.Method == http.MethodGet && r.URL.Path == "/openrpc.json":
+		// The WebSocket protocol as an OpenRPC 1.3 document (issue 29), like /protocol.json: no token.
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(protocol.OpenRPCDocument)
 	case r.Method == http.MethodGet && r.URL.Path == "/zidane/sse/openapi.json":
 		// The SSE protocol's OpenAPI document (schema/sse.json), like /protocol.json: no token.
 		w.Header().Set("Content-Type", "application/json")
@@ -754,7 +758,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case s.webapp != nil && (r.Method == http.MethodGet || r.Method == http.MethodHead):
 		s.webapp.ServeHTTP(w, r) // every other plain GET: the app (seed "HTTP on the same port")
 	default:
-		plainText(w, http.StatusNotFound, "Not found. Connect a WebSocket to this port, or GET /healthz, /version, /protocol.json, /zidane/sse/openapi.json, /metrics, or POST /zidane/pair.")
+		plainText(w, http.StatusNotFound, "Not found. Connect a WebSocket to this port, or GET /healthz, /version, /protocol.json, /openrpc.json, /zidane/sse/openapi.json, /metrics, or POST /zidane/pair.")
 	}
 }
 

@@ -31,7 +31,7 @@ func checkSSEBasePath(p string) error {
 	}
 	bad := !strings.HasPrefix(p, "/") || strings.HasSuffix(p, "/") || strings.ContainsAny(p, "?#{} ") || strings.Contains(p, "//")
 	if !bad {
-		for _, taken := range []string{"/zidane", "/healthz", "/health", "/version", "/protocol.json", "/metrics", "/debug"} {
+		for _, taken := range []string{"/zidane", "/healthz", "/health", "/version", "/protocol.json", "/openrpc.json", "/metrics", "/debug"} {
 			if p == taken || strings.HasPrefix(p, taken+"/") {
 				bad = true
 			}

@@ -10,6 +10,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/zidane-server/zidane/protocol"
 )
 
 func httpGet(t *testing.T, url string) (int, http.Header, string) {
@@ -52,6 +53,11 @@ func TestWebAppServed(t *testing.T) {
 	status, hd, _ := httpGet(t, e.hs.URL+"/protocol.json")
 	assert.Equal(t, http.StatusOK, status)
 	assert.Equal(t, "application/schema+json", hd.Get("Content-Type"))
+	status, hd, body = httpGet(t, e.hs.URL+"/openrpc.json") // beside /protocol.json, no token (issue 29)
+	assert.Equal(t, http.StatusOK, status)
+	assert.Equal(t, "application/json", hd.Get("Content-Type"))
+	assert.Equal(t, string(protocol.OpenRPCDocument), body)
+	assert.Contains(t, body, `"openrpc": "1.3.2"`)
 
 	origin := e.hs.URL // http://127.0.0.1:<port>: the page's own origin
 	for _, p := range []string{"/", "/s/7f6b2bc1-27b2-4052-a2b7-de05d2538178"} {
