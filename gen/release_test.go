@@ -85,8 +85,8 @@ func TestGateKeepsPreviousInRange(t *testing.T) {
 func TestChangelogEntry(t *testing.T) {
 	cur := map[string]any{"protocolVersion": 17.0, "minProtocolVersion": 16.0,
 		"methods": map[string]any{
-			"a.old": map[string]any{"since": 16.0, "deprecated": "Use a.new."},
-			"a.new": map[string]any{"since": 17.0},
+			"a.old":  map[string]any{"since": 16.0, "deprecated": "Use a.new."},
+			"a.new":  map[string]any{"since": 17.0},
 			"a.gone": map[string]any{"since": 16.0, "removedIn": 17.0},
 		},
 		"signals": map[string]any{"a:changed": map[string]any{"since": 17.0}},
