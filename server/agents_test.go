@@ -340,3 +340,98 @@ func TestClaudeImportScopesAndFlag(t *testing.T) {
 		assert.NoError(t, err)
 	}
 }
+
+func TestSubagentGrandchildApprovalReachesTheRoot(t *testing.T) {
+	// lead → helper → helper: the grandchild's write asks, and the request is signalled on its
+	// parent and on the root (each copy naming the grandchild), listed and answered at the root.
+	e, _ := subagentEnv(t, nil, "tools: task, write_file\n",
+		openaitest.CallReply(10, 5, taskCall("t1", "helper", "Delegate the notes.")),
+		openaitest.CallReply(10, 5, taskCall("t2", "helper", "Write notes.txt.")),
+		openaitest.CallReply(10, 5, openaitest.Call{ID: "w1", Name: "write_file", Args: `{"path":"notes.txt","content":"deep\n"}`}),
+		openaitest.Reply("Wrote it.", 10, 5),
+		openaitest.Reply("My helper wrote it.", 10, 5),
+		openaitest.Reply("Done.", 10, 5))
+	a := e.dial()
+	a.hello()
+	sid := a.newSession()
+	a.result("sessions.setAgent", fmt.Sprintf(`{"sessionId":%q,"agentId":"lead"}`, sid))
+	a.prompt(sid, "notes, two levels down")
+
+	// The request is signalled in the asking session, then in each ancestor up to the root.
+	copies := map[string]map[string]any{}
+	for copies[sid] == nil {
+		s := a.waitSignal("", "approval:request")
+		copies[s.session] = s.params(t)
+	}
+	require.Len(t, copies, 3, "the grandchild, its parent and the root each get the request")
+	sig := copies[sid]
+	grandchild, _ := sig["childSessionId"].(string)
+	req := sig["request"].(map[string]any)
+	require.Equal(t, grandchild, req["sessionId"], "the root's copy names the session that asks")
+	child, _ := req["parentSessionId"].(string)
+	require.NotEmpty(t, child)
+	require.NotEqual(t, sid, child, "the request's parent is the middle session, not the root")
+	require.Contains(t, copies, child)
+	assert.Equal(t, grandchild, copies[child]["childSessionId"], "the middle session is told too, naming the grandchild")
+	assert.Nil(t, copies[grandchild]["childSessionId"], "the asking session's own signal names no child")
+	for _, s := range []string{sid, child, grandchild} {
+		pending := a.result("approvals.list", fmt.Sprintf(`{"sessionId":%q}`, s))["requests"].([]any)
+		require.Len(t, pending, 1, "session %s lists the grandchild's request", s)
+	}
+	a.answer(sid, req, "allow")
+	resolved := a.waitSignal(sid, "approval:resolved").params(t)
+	assert.Equal(t, grandchild, resolved["childSessionId"])
+	end := a.runEnd(sid)
+	require.Equal(t, true, end["ok"], "%v", end)
+	assert.Equal(t, "deep\n", e.L.Read(t, "notes.txt"))
+	assert.Empty(t, a.result("approvals.list", `{}`)["requests"])
+}
+
+// nextDefsSignal returns the next agents:changed, skills:changed or commands:changed signal.
+func nextDefsSignal(c *testConn) signal {
+	c.t.Helper()
+	for {
+		s := c.nextSignal()
+		switch s.kind {
+		case "agents:changed", "skills:changed", "commands:changed":
+			return s
+		}
+	}
+}
+
+func TestDefinitionsChangedSignals(t *testing.T) {
+	e, _ := newFakeAgentEnv(t)
+	a := e.dial()
+	a.hello()
+	b := e.dial()
+	b.hello()
+	require.Empty(t, a.result("commands.list", `{}`)["commands"], "the project is watched from its first listing")
+
+	// A new command file: commands:changed, to every chat connection, naming the project.
+	e.L.Write(t, ".zidane/commands/review.md", "---\ndescription: Review a file\n---\nReview $1.\n")
+	for _, c := range []*testConn{a, b} {
+		s := nextDefsSignal(c)
+		require.Equal(t, "commands:changed", s.kind)
+		root, _ := s.params(t)["projectRoot"].(string)
+		require.NotEmpty(t, root)
+		cmds := c.result("commands.list", fmt.Sprintf(`{"cwd":%q}`, root))["commands"].([]any)
+		require.Len(t, cmds, 1)
+		assert.Equal(t, "review", cmds[0].(map[string]any)["name"])
+	}
+
+	// A skill moves two lists (skills are commands too); an agent file only the agents.
+	e.L.Write(t, ".zidane/skills/notes/SKILL.md", "---\nname: notes\ndescription: Keep notes\n---\nWrite notes.\n")
+	got := map[string]bool{nextDefsSignal(a).kind: true, nextDefsSignal(a).kind: true}
+	assert.Equal(t, map[string]bool{"skills:changed": true, "commands:changed": true}, got)
+	// Editing a skill's SKILL.md (inside its own folder) is seen too.
+	e.L.Write(t, ".zidane/skills/notes/SKILL.md", "---\nname: notes\ndescription: Keep short notes\n---\nWrite notes.\n")
+	got = map[string]bool{nextDefsSignal(a).kind: true, nextDefsSignal(a).kind: true}
+	assert.Equal(t, map[string]bool{"skills:changed": true, "commands:changed": true}, got)
+	e.L.Write(t, ".zidane/agents/lead.md", "---\ntools: read_file\n---\nLead.\n")
+	assert.Equal(t, "agents:changed", nextDefsSignal(a).kind)
+	// A broken file is a change of the list's problems.
+	e.L.Write(t, ".zidane/agents/broken.md", "---\ntools: [\n---\n")
+	assert.Equal(t, "agents:changed", nextDefsSignal(a).kind)
+	problems := a.result("agents.list", `{}`)["problems"].([]any)
+	assert.Len(t, problems, 1)
+}

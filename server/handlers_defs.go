@@ -40,6 +40,7 @@ func (s *Server) definitions(cwd *string) (*defs.Set, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.defsWatch.track(root)
 	return s.runs.Definitions(root), nil
 }
 

@@ -308,6 +308,8 @@ type Server struct {
 	// watcher is the server's one file watcher (one inotify instance, Limits.MaxWatches kernel
 	// watches): every watch kind subscribes to it (field case T10).
 	watcher *watch.Watcher
+	// defsWatch publishes agents:changed, skills:changed and commands:changed.
+	defsWatch *defsWatch
 	// files are the `@` completion indexes, one per root (issue 28).
 	files *fileindex.Set
 	// mcp holds the MCP servers and their processes (server/mcp.go); mcpTests their last
@@ -468,6 +470,7 @@ func New(ctx context.Context, cfg Config, st *store.Store) (*Server, error) {
 	s.watcher = watch.New(cfg.Limits.MaxWatches)
 	s.files = fileindex.NewSet(ws, s.watcher)
 	s.newMCP()
+	s.newDefsWatch()
 	s.terms = map[string]*termJob{}
 	// Registered before any run: the runs a previous process of this replica (or a dead
 	// replica) left are ended first (issue 8 "Crashes", issue 25 §2).

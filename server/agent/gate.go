@@ -56,46 +56,83 @@ type pendingApproval struct {
 	alwaysTool, alwaysPrefix, alwaysNote string
 	canStore                             bool
 	projectRoot                          string
-	parent                               parentRef
+	up                                   lineage
 	done                                 chan ApprovalOutcome // buffered 1: written once
 }
 
 type pendingQuestion struct {
 	req    protocol.InteractionRequest
 	origin Origin
-	parent parentRef
+	up     lineage
 	done   chan questionOutcome
 }
 
-// parentRef names, for a subagent's request, the parent session and run it is also signalled
-// in (issue 27 item 4); zero for a root session's request.
+// parentRef is one ancestor of a subagent's session: the session and the run that started the
+// child below it.
 type parentRef struct{ sessionID, runID string }
 
-type parentKey struct{}
+// lineage names, for a subagent's request, the sessions it is also signalled in and answerable
+// through (issue 27 item 4): its parent first, up to the root. Empty for a root session's request.
+type lineage []parentRef
 
-// withParent marks ctx as a call of x's run, so its requests are also signalled on x's parent.
-func withParent(ctx context.Context, x store.Session) context.Context {
+type lineageKey struct{}
+
+// withParent marks ctx as a call of x's run, so its requests are also signalled on every ancestor
+// of x: the parent, its parent, up to the root (read from the sessions' parent links; a chain that
+// cannot be read past some level stops there, so at least the parent is always told).
+func (g *Gate) withParent(ctx context.Context, x store.Session) context.Context {
 	if x.ParentSessionID == "" {
 		return ctx
 	}
-	return context.WithValue(ctx, parentKey{}, parentRef{sessionID: x.ParentSessionID, runID: x.ParentRunID})
+	var up lineage
+	for hop := 0; x.ParentSessionID != "" && hop < maxLineage; hop++ {
+		up = append(up, parentRef{sessionID: x.ParentSessionID, runID: x.ParentRunID})
+		p, err := g.st.GetSession(ctx, x.ParentSessionID)
+		if err != nil {
+			break
+		}
+		x = p
+	}
+	return context.WithValue(ctx, lineageKey{}, up)
 }
 
-func parentOf(ctx context.Context) parentRef {
-	p, _ := ctx.Value(parentKey{}).(parentRef)
-	return p
+// maxLineage bounds the walk up the parent links (the operator's --max-task-depth is far below).
+const maxLineage = 32
+
+func lineageOf(ctx context.Context) lineage {
+	up, _ := ctx.Value(lineageKey{}).(lineage)
+	return up
 }
 
-// of reports whether a request of session own, with this parent, belongs to sessionID: its own
-// session or its parent.
-func (p parentRef) of(own, sessionID string) bool {
-	return own == sessionID || (p.sessionID != "" && p.sessionID == sessionID)
+// parent is the immediate parent session ("" for a root session's request).
+func (up lineage) parent() string {
+	if len(up) == 0 {
+		return ""
+	}
+	return up[0].sessionID
 }
 
-// childSignal is the parent's copy of a child's signal: the parent session and run, and the
-// child named.
-func (p parentRef) childSignal(child string) (sessionID, runID string, childID *string) {
-	return p.sessionID, p.runID, &child
+// of reports whether a request of session own, with this lineage, belongs to sessionID: its own
+// session or one of its ancestors.
+func (up lineage) of(own, sessionID string) bool {
+	if own == sessionID {
+		return true
+	}
+	for _, a := range up {
+		if a.sessionID == sessionID {
+			return true
+		}
+	}
+	return false
+}
+
+// copies calls f once per ancestor with the session and run of that ancestor's copy of a signal
+// of session child, and the child named.
+func (up lineage) copies(child string, f func(sessionID, runID string, childID *string)) {
+	for _, a := range up {
+		c := child
+		f(a.sessionID, a.runID, &c)
+	}
 }
 
 type questionOutcome struct {
@@ -145,21 +182,19 @@ func (g *Gate) RequestApproval(ctx context.Context, a ApprovalAsk, origin Origin
 		s = oneline.Line(s)
 		req.AlwaysStores = &s
 	}
-	pr := parentOf(ctx)
-	if pr.sessionID != "" {
-		req.ParentSessionID = &pr.sessionID
+	up := lineageOf(ctx)
+	if parent := up.parent(); parent != "" {
+		req.ParentSessionID = &parent
 	}
 	p := &pendingApproval{req: req, origin: origin, alwaysTool: a.StoreTool, alwaysPrefix: a.StorePrefix, alwaysNote: a.Note,
-		canStore: a.CanStore, projectRoot: a.ProjectRoot, parent: pr, done: make(chan ApprovalOutcome, 1)}
+		canStore: a.CanStore, projectRoot: a.ProjectRoot, up: up, done: make(chan ApprovalOutcome, 1)}
 	g.mu.Lock()
 	g.approvals[req.RequestID] = p
 	g.mu.Unlock()
 	g.publish(&protocol.ApprovalRequestSignal{SessionID: req.SessionID, RunID: req.RunID, Request: req}, origin)
-	if pr.sessionID != "" {
-		sig := &protocol.ApprovalRequestSignal{Request: req}
-		sig.SessionID, sig.RunID, sig.ChildSessionID = pr.childSignal(req.SessionID)
-		g.publish(sig, origin)
-	}
+	up.copies(req.SessionID, func(sessionID, runID string, child *string) {
+		g.publish(&protocol.ApprovalRequestSignal{SessionID: sessionID, RunID: runID, ChildSessionID: child, Request: req}, origin)
+	})
 	g.rep.RunningChanged() // attention
 
 	timer := time.NewTimer(g.timeout)
@@ -201,11 +236,11 @@ func (g *Gate) resolved(p *pendingApproval, res protocol.ApprovalResolution, by 
 		sig.By = &by
 	}
 	g.publish(sig, p.origin)
-	if p.parent.sessionID != "" {
+	p.up.copies(p.req.SessionID, func(sessionID, runID string, child *string) {
 		cp := *sig
-		cp.SessionID, cp.RunID, cp.ChildSessionID = p.parent.childSignal(p.req.SessionID)
+		cp.SessionID, cp.RunID, cp.ChildSessionID = sessionID, runID, child
 		g.publish(&cp, p.origin)
-	}
+	})
 	p.done <- ApprovalOutcome{Resolution: res, By: by}
 	g.rep.RunningChanged()
 }
@@ -239,7 +274,7 @@ func (g *Gate) Answer(ctx context.Context, sessionID, requestID string, decision
 	}
 	g.mu.Lock()
 	p := g.approvals[requestID]
-	if p == nil || !p.parent.of(p.req.SessionID, sessionID) {
+	if p == nil || !p.up.of(p.req.SessionID, sessionID) {
 		g.mu.Unlock()
 		return AnswerResult{}, &Refusal{Message: fmt.Sprintf("Approval request %q of session %q is not pending (it was answered, expired or withdrawn); list the pending ones with approvals.list.", requestID, sessionID)}
 	}
@@ -277,7 +312,7 @@ func (g *Gate) PendingApprovals(sessionID string) []protocol.ApprovalRequest {
 	g.mu.Lock()
 	out := make([]protocol.ApprovalRequest, 0, len(g.approvals))
 	for _, p := range g.approvals {
-		if sessionID == "" || p.parent.of(p.req.SessionID, sessionID) {
+		if sessionID == "" || p.up.of(p.req.SessionID, sessionID) {
 			out = append(out, p.req)
 		}
 	}
@@ -298,14 +333,14 @@ func (g *Gate) Waiting() map[string]bool {
 	out := map[string]bool{}
 	for _, p := range g.approvals {
 		out[p.req.SessionID] = true
-		if p.parent.sessionID != "" {
-			out[p.parent.sessionID] = true
+		for _, a := range p.up {
+			out[a.sessionID] = true
 		}
 	}
 	for _, q := range g.questions {
 		out[q.req.SessionID] = true
-		if q.parent.sessionID != "" {
-			out[q.parent.sessionID] = true
+		for _, a := range q.up {
+			out[a.sessionID] = true
 		}
 	}
 	return out
@@ -320,20 +355,18 @@ func (g *Gate) Ask(ctx context.Context, req protocol.InteractionRequest, origin 
 	if req.Options == nil {
 		req.Options = []string{}
 	}
-	pr := parentOf(ctx)
-	if pr.sessionID != "" {
-		req.ParentSessionID = &pr.sessionID
+	up := lineageOf(ctx)
+	if parent := up.parent(); parent != "" {
+		req.ParentSessionID = &parent
 	}
-	q := &pendingQuestion{req: req, origin: origin, parent: pr, done: make(chan questionOutcome, 1)}
+	q := &pendingQuestion{req: req, origin: origin, up: up, done: make(chan questionOutcome, 1)}
 	g.mu.Lock()
 	g.questions[req.RequestID] = q
 	g.mu.Unlock()
 	g.publish(&protocol.InteractionRequestSignal{SessionID: req.SessionID, RunID: req.RunID, Request: req}, origin)
-	if pr.sessionID != "" {
-		sig := &protocol.InteractionRequestSignal{Request: req}
-		sig.SessionID, sig.RunID, sig.ChildSessionID = pr.childSignal(req.SessionID)
-		g.publish(sig, origin)
-	}
+	up.copies(req.SessionID, func(sessionID, runID string, child *string) {
+		g.publish(&protocol.InteractionRequestSignal{SessionID: sessionID, RunID: runID, ChildSessionID: child, Request: req}, origin)
+	})
 	g.rep.RunningChanged()
 	select {
 	case o := <-q.done:
@@ -358,11 +391,11 @@ func (g *Gate) questionResolved(q *pendingQuestion, o questionOutcome, by string
 		sig.By = &by
 	}
 	g.publish(sig, q.origin)
-	if q.parent.sessionID != "" {
+	q.up.copies(q.req.SessionID, func(sessionID, runID string, child *string) {
 		cp := *sig
-		cp.SessionID, cp.RunID, cp.ChildSessionID = q.parent.childSignal(q.req.SessionID)
+		cp.SessionID, cp.RunID, cp.ChildSessionID = sessionID, runID, child
 		g.publish(&cp, q.origin)
-	}
+	})
 	q.done <- o
 	g.rep.RunningChanged()
 }
@@ -373,7 +406,7 @@ func (g *Gate) questionResolved(q *pendingQuestion, o questionOutcome, by string
 func (g *Gate) AnswerQuestion(sessionID, requestID string, answer *protocol.InteractionAnswer, actor string) error {
 	g.mu.Lock()
 	q := g.questions[requestID]
-	if q == nil || !q.parent.of(q.req.SessionID, sessionID) {
+	if q == nil || !q.up.of(q.req.SessionID, sessionID) {
 		g.mu.Unlock()
 		return &Refusal{Message: fmt.Sprintf("Question %q of session %q is not pending (it was answered, dismissed or withdrawn); list the pending ones with interactions.list.", requestID, sessionID)}
 	}
@@ -421,7 +454,7 @@ func (g *Gate) PendingQuestions(sessionID string) []protocol.InteractionRequest 
 	g.mu.Lock()
 	out := make([]protocol.InteractionRequest, 0, len(g.questions))
 	for _, q := range g.questions {
-		if sessionID == "" || q.parent.of(q.req.SessionID, sessionID) {
+		if sessionID == "" || q.up.of(q.req.SessionID, sessionID) {
 			out = append(out, q.req)
 		}
 	}

@@ -230,7 +230,7 @@ func (h *ToolHost) gateAndRun(ctx context.Context, tc HostCall, tool tools.Tool,
 			}
 		}
 		if ask {
-			out := h.Gate.RequestApproval(withParent(ctx, tc.Session), h.approvalAsk(tc, checked, input), tc.Origin)
+			out := h.Gate.RequestApproval(h.Gate.withParent(ctx, tc.Session), h.approvalAsk(tc, checked, input), tc.Origin)
 			switch {
 			case ctx.Err() != nil || out.Resolution == protocol.ApprovalResolutionWithdrawn:
 				return &tools.Result{Content: msgWithdrawn, IsError: true}
@@ -334,7 +334,7 @@ func (h *ToolHost) env(tc HostCall) *tools.Env {
 		Ask: func(ctx context.Context, q tools.Question) (*tools.Answer, error) {
 			req := protocol.InteractionRequest{SessionID: tc.Session.ID, RunID: tc.RunID, CallID: tc.Call.ID, Prompt: q.Prompt,
 				Options: q.Options, Multiple: q.Multiple, AllowText: q.AllowText}
-			a, err := h.Gate.Ask(withParent(ctx, tc.Session), req, tc.Origin)
+			a, err := h.Gate.Ask(h.Gate.withParent(ctx, tc.Session), req, tc.Origin)
 			if err != nil || a == nil {
 				return nil, err
 			}

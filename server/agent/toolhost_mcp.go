@@ -184,6 +184,6 @@ func (h *ToolHost) askProjectServer(ctx context.Context, x store.Session, runID 
 	input, _ := protocol.Marshal(map[string]string{"server": s.Name, what: target, "file": s.File, "scope": s.Config.EffectiveScope(), "configSha256": s.Hash})
 	req := protocol.ApprovalRequest{SessionID: x.ID, RunID: runID, CallID: MCPServerTool + ":" + s.Name, Tool: MCPServerTool, Input: input,
 		Summary: fmt.Sprintf("Start MCP server %q from %s: %s", s.Name, s.File, target), Cwd: x.Cwd}
-	out := h.Gate.RequestApproval(withParent(ctx, x), ApprovalAsk{Request: req, ProjectRoot: x.ProjectRoot, StoreTool: storeTool, StorePrefix: s.Hash, CanStore: true}, origin)
+	out := h.Gate.RequestApproval(h.Gate.withParent(ctx, x), ApprovalAsk{Request: req, ProjectRoot: x.ProjectRoot, StoreTool: storeTool, StorePrefix: s.Hash, CanStore: true}, origin)
 	return out.Allowed(), true
 }
