@@ -404,7 +404,7 @@ func (h catalogHandler) Mcps(ctx context.Context, p *protocol.CatalogMcpsParams)
 	}
 	procs := h.s.mcp.Procs()
 	for _, srv := range servers {
-		row := protocol.McpRow{Name: srv.Name, Origin: srv.Origin, File: srv.File, Transport: "stdio", Shared: srv.Config.IsShared(),
+		row := protocol.McpRow{Name: srv.Name, Origin: srv.Origin, File: srv.File, Transport: "stdio", Shared: h.s.mcp.Shared(srv),
 			ConfigSha256: srv.Hash, Status: protocol.McpStatusIdle, SignIn: protocol.McpSignInNone, Tools: []protocol.McpTool{}, Errors: []string{}}
 		if srv.Config.IsHTTP() {
 			row.Transport, row.URL, row.SignIn = "http", optStr(srv.Config.URL), protocol.McpSignInUnknown

@@ -22,6 +22,14 @@ func (s *Server) newMCP() {
 		UserFile: uf,
 		Env:      s.cfg.Tools.ExecEnv,
 		Logger:   s.log,
+		Sharing: func() *bool {
+			st, err := s.loadSettings(s.baseCtx)
+			if err != nil {
+				s.log.Warn("mcp: the settings could not be read; each server's own shared applies", "err", err)
+				return nil
+			}
+			return st.McpSharing
+		},
 		OAuth: func(name string) auth.OAuthHandler {
 			if s.oauth == nil {
 				return nil

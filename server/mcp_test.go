@@ -17,6 +17,7 @@ import (
 
 	"github.com/zidane-server/zidane/protocol"
 	"github.com/zidane-server/zidane/server/agent"
+	"github.com/zidane-server/zidane/server/agent/mcp"
 	"github.com/zidane-server/zidane/server/agent/mcp/mcptest"
 	"github.com/zidane-server/zidane/server/agent/provider/scripted"
 	"github.com/zidane-server/zidane/server/store"
@@ -148,6 +149,24 @@ func TestMCPGroups(t *testing.T) {
 	cat = rows()
 	assert.Equal(t, true, cat["proj"]["approved"])
 	assert.Equal(t, false, cat["proj"]["shared"])
+
+	// The mcpSharing setting wins over the config's shared (both ways); unset, the config's applies.
+	m = chat.call("settings.set", `{"settings":{"mcpSharing":true}}`)
+	assert.Equal(t, protocol.CodeForbidden, errCode(m), "settings need admin")
+	admin.result("settings.set", `{"settings":{"mcpSharing":true}}`)
+	assert.Equal(t, true, rows()["proj"]["shared"], "mcpSharing true wins over shared false")
+	admin.result("settings.set", `{"settings":{"mcpSharing":false}}`)
+	assert.Equal(t, false, rows()["gotest"]["shared"], "mcpSharing false wins over an absent shared")
+	var projSrv mcp.Server
+	servers, _ := e.srv.mcp.Servers(root)
+	for _, x := range servers {
+		if x.Name == "proj" {
+			projSrv = x
+		}
+	}
+	require.Equal(t, "proj", projSrv.Name)
+	assert.NotSame(t, e.srv.mcp.Proc(projSrv, mcp.Use{SessionID: "a", ProjectRoot: root, Policy: "workspace-write"}),
+		e.srv.mcp.Proc(projSrv, mcp.Use{SessionID: "b", ProjectRoot: root, Policy: "workspace-write"}), "one process per session")
 
 	// A project file's scope host entry is listed as an error, not as a server.
 	require.NoError(t, os.WriteFile(filepath.Join(root, ".zidane", "mcps.json"), []byte(`{"mcpServers":{"evil":{"command":"sh","scope":"host"}}}`), 0o644))

@@ -71,6 +71,9 @@ type Options struct {
 	// name (server/oauth's Manager.Handler: the stored sign-in's token, refreshed; a 401 says
 	// to sign in with auth.oauth.begin). Nil, or a nil handler, sends no Authorization.
 	OAuth func(server string) auth.OAuthHandler
+	// Sharing, when set, is the mcpSharing setting (settings group): nil, each server's own
+	// shared applies; non-nil, it wins over every server's (Manager.Shared).
+	Sharing func() *bool
 	// ProtocolVersion pins the version the client asks for ("": the newest the SDK speaks,
 	// 2026-07-28, falling back to 2025-11-25).
 	ProtocolVersion string
@@ -240,23 +243,39 @@ func (m *Manager) Servers(projectRoot string) ([]Server, []ConfigError) {
 	return servers, append(append(append([]ConfigError(nil), u.errs...), p.errs...), errs...)
 }
 
-// Key is the process key of server s for use u.
-func Key(s Server, u Use) string {
+// Key is the process key of server s for use u, by s's own shared.
+func Key(s Server, u Use) string { return keyFor(s, u, s.Config.IsShared()) }
+
+// keyFor is the process key of server s for use u: one per config for HTTP and host-scope
+// servers; per project and policy for a shared context one, and per session too otherwise.
+func keyFor(s Server, u Use, shared bool) string {
 	k := s.Name + "\x00" + s.Hash
 	if s.Config.IsHTTP() || s.Config.EffectiveScope() == ScopeHost {
 		return k
 	}
 	k += "\x00" + u.ProjectRoot + "\x00" + u.Policy
-	if !s.Config.IsShared() {
+	if !shared {
 		k += "\x00" + u.SessionID
 	}
 	return k
 }
 
+// Shared reports whether server s's context-scope process is shared by the sessions of one
+// project and policy: the mcpSharing setting (Options.Sharing) when set, else s's own shared
+// (absent means shared). Seed "catalog": "the mcpSharing setting wins".
+func (m *Manager) Shared(s Server) bool {
+	if m.o.Sharing != nil {
+		if v := m.o.Sharing(); v != nil {
+			return *v
+		}
+	}
+	return s.Config.IsShared()
+}
+
 // Proc returns the process of server s for use u, created (not yet started) when there is none.
 // Starting happens at the first call that needs it.
 func (m *Manager) Proc(s Server, u Use) *Proc {
-	k := Key(s, u)
+	k := keyFor(s, u, m.Shared(s))
 	m.janitorOnce.Do(func() { go m.janitor() })
 	m.mu.Lock()
 	defer m.mu.Unlock()

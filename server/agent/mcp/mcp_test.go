@@ -203,3 +203,33 @@ func TestMCPToolsListChanged(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, ts, n+1)
 }
+
+// The mcpSharing setting wins over a server's shared: it decides whether two sessions of one
+// project and policy get one process or two.
+func TestMCPSharingSettingWins(t *testing.T) {
+	var setting *bool
+	m := mcp.NewManager(mcp.Options{Sharing: func() *bool { return setting }})
+	defer m.Close()
+	no := false
+	shared := mcp.Server{Name: "s", Config: mcp.Config{Command: "x"}}
+	unshared := mcp.Server{Name: "u", Config: mcp.Config{Command: "x", Shared: &no}}
+	a := mcp.Use{SessionID: "a", ProjectRoot: "/p", Policy: "workspace-write"}
+	b := mcp.Use{SessionID: "b", ProjectRoot: "/p", Policy: "workspace-write"}
+
+	assert.True(t, m.Shared(shared))
+	assert.False(t, m.Shared(unshared))
+	assert.Same(t, m.Proc(shared, a), m.Proc(shared, b), "absent shared: one process for the project and policy")
+	assert.NotSame(t, m.Proc(unshared, a), m.Proc(unshared, b), "shared false: one per session")
+
+	off := false
+	setting = &off
+	assert.False(t, m.Shared(shared))
+	assert.NotSame(t, m.Proc(shared, a), m.Proc(shared, b), "mcpSharing false wins over an absent shared")
+
+	on := true
+	setting = &on
+	assert.True(t, m.Shared(unshared))
+	assert.Same(t, m.Proc(unshared, a), m.Proc(unshared, b), "mcpSharing true wins over shared false")
+	other := mcp.Use{SessionID: "c", ProjectRoot: "/p", Policy: "read-only"}
+	assert.NotSame(t, m.Proc(unshared, a), m.Proc(unshared, other), "never shared across policies")
+}
