@@ -22,7 +22,9 @@ import (
 var sseFlags = []string{"--scripted-step-delay", "40ms", "--max-message-bytes", "262144", "--sse-heartbeat", "300ms", "--max-conns-per-token", "3"}
 
 // TestSSEConformance runs the SSE protocol's conformance suite (e2e/ssesuite) against the real
-// binary under the default base path (issue 26).
+// binary under the default base path (issue 26). Its sessionsFor case is the bridge's
+// (TestSSEBridgeConformance): zidane-server has no users, every chat token sees every session
+// (sessions.list), so Users is nil here.
 func TestSSEConformance(t *testing.T) {
 	db := storetest.URL(t)
 	s := startServer(t, serverOpts{dbURL: db, extra: sseFlags})

@@ -8,6 +8,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -67,6 +68,7 @@ func Run(t *testing.T, tg Target) {
 	t.Run("StartsNowWithoutLastEventID", c.startsNow)
 	t.Run("ResetOnUnknownPosition", c.resetUnknown)
 	t.Run("AnswerAndCancel", c.answerAndCancel)
+	t.Run("SendTakesChatSendParams", c.sendParams)
 	if tg.Heartbeat > 0 {
 		t.Run("Heartbeat", c.heartbeat)
 	}
@@ -531,6 +533,46 @@ func (c *client) answerAndCancel(t *testing.T) {
 	s.untilRunEnd()
 }
 
+// sendParams: send takes what chat.send takes (attachments, model, command and arguments) with
+// chat.send's checks: a bad one is 400 saying what and nothing is sent; good ones go with the prompt.
+func (c *client) sendParams(t *testing.T) {
+	h := c.tg.Headers(t)
+	id := c.create(t, h)
+	path := "/sessions/" + id + "/send"
+	r := c.do(t, "POST", path, h, []byte(`{"prompt":"x","attachments":[{"name":"a.zip","mediaType":"application/zip","data":"data:application/zip;base64,UEs="}]}`))
+	refused(t, r, 400, "an attachment of a kind a prompt does not take")
+	assert.Contains(t, string(r.body), "/attachments/0", "the message names the attachment")
+	refused(t, c.do(t, "POST", path, h, []byte(`{"prompt":"x","model":"no-such-provider/model"}`)), 400, "a model of no provider")
+	r = c.do(t, "POST", path, h, []byte(`{"command":"no-such-command","arguments":"a b"}`))
+	refused(t, r, 400, "an unknown command")
+	assert.Contains(t, string(r.body), "commands.list", "the message says where the commands are")
+	refused(t, c.do(t, "POST", path, h, []byte(`{}`)), 400, "neither prompt nor command")
+	assert.Empty(t, c.hydrate(t, h, id).Events, "nothing of a refused send is kept")
+
+	s := c.open(t, h, id, "")
+	note := "data:text/plain;base64," + base64.StdEncoding.EncodeToString([]byte("a note from the page"))
+	c.ok(t, "POST", path, h, map[string]any{
+		"prompt": "Read it.", "model": "scripted/scripted",
+		"attachments": []map[string]string{{"name": "note.txt", "mediaType": "text/plain", "data": note}},
+	}, nil)
+	s.untilRunEnd()
+	var hy struct {
+		Session struct {
+			Model string `json:"model"`
+		} `json:"session"`
+		Events []json.RawMessage `json:"events"`
+	}
+	c.ok(t, "GET", "/sessions/"+id, h, nil, &hy)
+	assert.Equal(t, "scripted/scripted", hy.Session.Model, "model is set on the session")
+	var prompt string
+	for _, e := range hy.Events {
+		if strings.Contains(string(e), `"user-prompt"`) {
+			prompt = string(e)
+		}
+	}
+	assert.Contains(t, prompt, `"note.txt"`, "the attachment is stored with the prompt")
+}
+
 func (c *client) heartbeat(t *testing.T) {
 	h := c.tg.Headers(t)
 	id := c.create(t, h)
@@ -582,7 +624,7 @@ func (c *client) resetAfterRestart(t *testing.T) {
 	last := ids(s.untilRunEnd())
 	s.close()
 	c.base = c.tg.Restart(t)
-	h = c.tg.Headers(t)
+	// The same credentials: they outlive the restart (a token in the database, a user of the app).
 	r := c.open(t, h, id, last[len(last)-1]).next(10*time.Second, false)
 	assert.Equal(t, "reset", r.Event)
 	assert.JSONEq(t, `{"reason":"epoch"}`, string(r.Data))

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"reflect"
 	"strconv"
 
 	"github.com/zidane-server/zidane/protocol"
@@ -108,30 +107,19 @@ func (h *Handler) hydrate(w http.ResponseWriter, r *http.Request, c Caller, sess
 	})
 }
 
-// sendTakesAttachments is whether chat.send of this build takes attachments: until it does, a
-// send with attachments is refused rather than sent without them.
-var sendTakesAttachments = func() bool {
-	_, ok := reflect.TypeOf(protocol.ChatSendParams{}).FieldByName("Attachments")
-	return ok
-}()
-
-// send serves POST …/sessions/{id}/send (chat.send with the body's model and attachments).
+// send serves POST …/sessions/{id}/send: chat.send with the body's prompt or command and
+// arguments, model and attachments, so chat.send's own checks apply (the model is set on the
+// session first; agent.CheckAttachments refuses a bad attachment with InvalidParams naming it,
+// answered 400, before anything takes effect).
 func (h *Handler) send(w http.ResponseWriter, r *http.Request, c Caller, sessionID string, body []byte) {
 	var b protocol.SendBody
 	if !decodeBody(w, body, &b, "SendBody") {
 		return
 	}
-	if len(b.Attachments) > 0 && !sendTakesAttachments {
-		refuse(w, http.StatusBadRequest, int(protocol.CodeInvalidParams), "Bad Request: this server's chat.send takes no attachments yet; send the prompt without them.")
-		return
-	}
-	params := struct {
-		SessionID   string                `json:"sessionId"`
-		Prompt      string                `json:"prompt"`
-		Model       *string               `json:"model,omitempty"`
-		Attachments []protocol.Attachment `json:"attachments,omitzero"`
-	}{sessionID, b.Prompt, b.Model, b.Attachments}
-	res, ok := h.call(w, r, c, protocol.MethodChatSend, &params)
+	res, ok := h.call(w, r, c, protocol.MethodChatSend, &protocol.ChatSendParams{
+		SessionID: sessionID, Prompt: b.Prompt, Command: b.Command, Arguments: b.Arguments,
+		Model: b.Model, Attachments: b.Attachments,
+	})
 	if ok {
 		writeJSON(w, http.StatusOK, &protocol.SendResponse{RunID: res.(*protocol.ChatSendResult).RunID})
 	}
