@@ -543,10 +543,10 @@ func (c *client) sendParams(t *testing.T) {
 	refused(t, r, 400, "an attachment of a kind a prompt does not take")
 	assert.Contains(t, string(r.body), "/attachments/0", "the message names the attachment")
 	refused(t, c.do(t, "POST", path, h, []byte(`{"prompt":"x","model":"no-such-provider/model"}`)), 400, "a model of no provider")
-	r = c.do(t, "POST", path, h, []byte(`{"command":"no-such-command","arguments":"a b"}`))
+	r = c.do(t, "POST", path, h, []byte(`{"prompt":"/no-such-command a b","command":"no-such-command","arguments":"a b"}`))
 	refused(t, r, 400, "an unknown command")
 	assert.Contains(t, string(r.body), "commands.list", "the message says where the commands are")
-	refused(t, c.do(t, "POST", path, h, []byte(`{}`)), 400, "neither prompt nor command")
+	refused(t, c.do(t, "POST", path, h, []byte(`{"model":"scripted/scripted"}`)), 400, "no prompt")
 	assert.Empty(t, c.hydrate(t, h, id).Events, "nothing of a refused send is kept")
 
 	s := c.open(t, h, id, "")

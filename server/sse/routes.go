@@ -117,7 +117,7 @@ func (h *Handler) send(w http.ResponseWriter, r *http.Request, c Caller, session
 		return
 	}
 	res, ok := h.call(w, r, c, protocol.MethodChatSend, &protocol.ChatSendParams{
-		SessionID: sessionID, Prompt: b.Prompt, Command: b.Command, Arguments: b.Arguments,
+		SessionID: sessionID, Prompt: &b.Prompt, Command: b.Command, Arguments: b.Arguments,
 		Model: b.Model, Attachments: b.Attachments,
 	})
 	if ok {
