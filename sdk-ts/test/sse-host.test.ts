@@ -4,6 +4,9 @@
 // straight from the server), a stream closes a second after its last watcher leaves, and a restart
 // (reset: epoch) hydrates again. ZIDANE_SSE_CUTS sets the number of cuts (20 here, 200 under make soak).
 import assert from 'node:assert/strict'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { after, before, test } from 'node:test'
 import { isDeepStrictEqual } from 'node:util'
 import { createSseHost, type SseHost } from '../src/adapters/index.js'
@@ -16,10 +19,16 @@ let db: Database
 let server: ServerProcess
 let token: string
 
+let configDir: string
+
 before(async () => {
   db = new Database()
+  // A scripted provider that asks a question (model ask/scripted); the default stays scripted/scripted.
+  configDir = mkdtempSync(join(tmpdir(), 'zsdk-sse-config-'))
+  writeFileSync(join(configDir, 'ask.json'), JSON.stringify({ loop: true, turns: [{ steps: [{ ask: { prompt: 'Which color?', options: ['red', 'blue'] } }] }, { steps: [{ text: 'Thanks for the answer.' }] }] }))
+  writeFileSync(join(configDir, 'config.json'), JSON.stringify({ providers: [{ name: 'ask', kind: 'scripted', script: 'ask.json' }] }))
   // Pieces 20 ms apart: a run lasts a few hundred ms, so cuts land in the middle of runs.
-  server = await ServerProcess.start({ db, extra: ['--scripted-step-delay', '20ms'] })
+  server = await ServerProcess.start({ db, extra: ['--scripted-step-delay', '20ms', '--config', join(configDir, 'config.json')] })
   token = server.mintToken('sse-host-test')
 })
 
@@ -27,6 +36,7 @@ after(async () => {
   await server?.stop()
   server?.cleanup()
   db?.drop()
+  if (configDir) rmSync(configDir, { recursive: true, force: true })
 })
 
 const auth = () => ({ authorization: `Bearer ${token}` })
@@ -187,4 +197,27 @@ test('sse host: a restart answers reset (epoch); the host hydrates again and the
   await runEnded(host, s.id, 2)
   assert.equal(userPrompts(host, s.id), 2)
   await matchesStore(host, s.id)
+})
+
+test('sse host: a question arrives on the stream, is answered through answer (an option) and the run goes on', async (t) => {
+  const host = createSseHost({ baseUrl: `http://127.0.0.1:${server.port}/api/chat`, headers: auth, frames: false })
+  t.after(() => host.close())
+  await host.ready
+  const s = await host.createSession({ title: 'ask' })
+  const release = host.watch(s.id)
+  t.after(release)
+  await host.open(s.id)
+  const { runId } = await host.send(s.id, 'Ask me.', { model: 'ask/scripted' })
+  await until(() => host.interactions.get().length === 1, 10_000, 'the question')
+  const q = host.interactions.get()[0]!
+  assert.equal(q.sessionId, s.id)
+  assert.equal(q.runId, runId)
+  assert.equal(q.request.prompt, 'Which color?')
+  assert.deepEqual(q.request.options, ['red', 'blue'])
+  await host.answer(q.id, 'red')
+  assert.deepEqual(host.interactions.get(), [])
+  await runEnded(host, s.id, 1)
+  assert.match(JSON.stringify(host.streams.transcript(s.id)), /Thanks for the answer\./)
+  await matchesStore(host, s.id)
+  await assert.rejects(host.answer(q.id, 'blue'), /No pending question/)
 })

@@ -70,6 +70,11 @@ export interface SseHost extends ChatHost {
   watch(sessionId: string): () => void
   /** The state of a session's stream. */
   streamState(sessionId: string): SseStreamState
+  /**
+   * Sends a prompt (ChatHost.send), optionally with SendBody's model (provider/model, set on the
+   * session first) and attachments (base64 data: URLs, as chat.send takes them).
+   */
+  send(sessionId: string, prompt: string, options?: { model?: string; attachments?: SendBody['attachments'] }): Promise<{ runId: string }>
 }
 
 /** A record position `<epoch>:<seq>`; the last colon separates them. */
@@ -478,12 +483,14 @@ export function createSseHost(options: SseHostOptions): SseHost {
       guard()
       return openSession(sessionId)
     },
-    async send(sessionId, prompt) {
+    async send(sessionId, prompt, opts = {}) {
       guard()
       // Watch while sending, so the run streams in (the stream resumes from the hydrate's position).
       const release = watch(sessionId)
       try {
         const body: SendBody = { prompt }
+        if (opts.model !== undefined) body.model = opts.model
+        if (opts.attachments !== undefined) body.attachments = opts.attachments
         const res = await request<SendResponse>('send', sessionId, body)
         return { runId: res.runId }
       } finally {
