@@ -280,3 +280,106 @@ func TestReplicasReloadMidRun(t *testing.T) {
 	t.Logf("%d reloads, %d of them during the run", len(snaps), mid)
 	require.Positive(t, mid, "some reloads happened while the run streamed")
 }
+
+// TestReplicaKilledStreamKept (issue 25 §1 and §2): kill -9 of the replica running a session,
+// right after a client on another replica saw pieces of its answer live, loses nothing of what
+// was streamed. While the dead owner's run is not taken over yet, a reload elsewhere answers the
+// stored transcript's signal mark as its watermark (its events plus the signals after it are
+// what the live client saw); once the run is taken over, the stored transcript is exactly what
+// the live client saw (the pieces the owner streamed after its last flush included, read from
+// the stream, nothing twice) and then the interruption.
+func TestReplicaKilledStreamKept(t *testing.T) {
+	dir := t.TempDir()
+	var steps []any
+	for i := 0; i < 60; i++ {
+		steps = append(steps, map[string]any{"text": "w" + strconv.Itoa(i) + " "})
+	}
+	script, err := json.Marshal(map[string]any{"turns": []any{map[string]any{"steps": steps}}})
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "long.json"), script, 0o644))
+	cfg := `{"providers":[{"name":"long","kind":"scripted","script":"long.json"},{"name":"scripted","kind":"scripted"}]}`
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "config.json"), []byte(cfg), 0o644))
+	r := startReplicas(t, 2, "--config", filepath.Join(dir, "config.json"), "--scripted-step-delay", "20ms",
+		"--lease-ttl", replicaLeaseTTL.String(), "--lease-heartbeat", replicaLeaseHeartbeat.String())
+	owner := r.srv[1]
+	a, b := dial(t, r.srv[0], r.tok), dial(t, owner, r.tok)
+	a.hello()
+	b.hello()
+	sid, _ := createSession(t, b)
+	var sent struct {
+		RunID string `json:"runId"`
+	}
+	b.result("chat.send", map[string]any{"sessionId": sid, "prompt": "Stream long.", "model": "long/scripted"}, &sent)
+
+	// a, on the other replica, watches the run live; B dies right after a saw a few pieces
+	// (pieces come every 20 ms, the transcript is flushed every 100 ms: some are unwritten).
+	var live []signal
+	pieces := 0
+	for pieces < 12 {
+		f := a.next(waitTimeout)
+		var s signal
+		if f.Method != "ipc.signal" || json.Unmarshal(f.Params, &s) != nil || s.SessionID != sid || s.Seq == nil {
+			continue
+		}
+		live = append(live, s)
+		if s.Kind == "event" && s.eventKind() == "markdown" {
+			pieces++
+		}
+	}
+	require.NoError(t, owner.cmd.Process.Kill())
+	<-owner.done
+	owner.stopped = true
+
+	// Before the takeover: a reload on A answers the stored signal mark, and the signals after
+	// it complete the transcript as the live client has it.
+	var snap struct {
+		Events []json.RawMessage `json:"events"`
+		Seq    int64             `json:"$seq"`
+	}
+	c := dial(t, r.srv[0], r.tok)
+	c.hello()
+	c.result("sessions.loadEvents", map[string]any{"sessionId": sid}, &snap)
+
+	// The rest of what B published reaches a, then A takes the run over (its run:end).
+	for {
+		f := a.next(waitTimeout)
+		var s signal
+		if f.Method != "ipc.signal" || json.Unmarshal(f.Params, &s) != nil || s.SessionID != sid || s.Seq == nil {
+			continue
+		}
+		s.Raw = f.Params
+		live = append(live, s)
+		if s.Kind == "run:end" {
+			require.NotNil(t, s.OK)
+			assert.False(t, *s.OK)
+			break
+		}
+	}
+	var seen []json.RawMessage
+	for _, s := range live {
+		if s.Kind == "event" {
+			seen = append(seen, s.Event)
+		}
+	}
+	want := content(t, seen)
+	require.Contains(t, want, "w11 ", "a saw the pieces it waited for")
+	require.NotContains(t, want, "w59 ", "B was killed before the answer ended")
+
+	if snap.Seq < seqOf(live[len(live)-1]) { // taken before the takeover (else the store holds it all)
+		evs := append([]json.RawMessage{}, snap.Events...)
+		for _, s := range live {
+			if seqOf(s) > snap.Seq && s.Kind == "event" {
+				evs = append(evs, s.Event)
+			}
+		}
+		assert.Equal(t, want, content(t, evs), "reload during the dead owner's lease (watermark %d): events + the signals after it", snap.Seq)
+	}
+
+	var page struct {
+		Events []json.RawMessage `json:"events"`
+	}
+	c.result("sessions.loadEvents", map[string]any{"sessionId": sid}, &page)
+	assert.Equal(t, want+"\x00error\x00", content(t, page.Events),
+		"the stored transcript holds every piece the live client saw, once, then the interruption")
+	t.Logf("live pieces before kill: %d; stored transcript after takeover: %d events", pieces, len(page.Events))
+}

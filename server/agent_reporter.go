@@ -16,10 +16,13 @@ type agentReporter struct{ s *Server }
 var _ agent.Reporter = agentReporter{}
 
 // Publish implements agent.Reporter; origin is the *conn that sent the prompt, or nil.
-func (a agentReporter) Publish(sig protocol.Signal, origin agent.Origin) error {
+func (a agentReporter) Publish(sig protocol.Signal, origin agent.Origin) (store.SignalMark, error) {
 	c, _ := origin.(*conn)
-	_, err := a.s.hub.publish(sig, c, "")
-	return err
+	seq, err := a.s.hub.publish(sig, c, "")
+	if seq <= 0 {
+		return store.SignalMark{}, err
+	}
+	return store.SignalMark{Seq: seq, Epoch: a.s.hub.currentEpoch()}, err
 }
 
 // RunningChanged implements agent.Reporter.

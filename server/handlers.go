@@ -265,12 +265,21 @@ func (s *Server) snapshotAt(ctx context.Context, sessionID string) (mark store.M
 }
 
 // localSnapshot is snapshotAt on this replica's runtime and hub.
+//
+// With a shared signal stream, a session stored as running that runs on no replica answering
+// for it (its owner died and was not taken over yet) has streamed more than its transcript
+// holds: the watermark is then the stored transcript's signal mark (store.SignalMark, issue 25
+// §1), and the signals after it, still in the stream, reach the client by sessions.resume.
 func (s *Server) localSnapshot(ctx context.Context, sessionID string) (mark store.Mark, open protocol.StreamEvent, seq int64, epoch string, err error) {
+	here := s.runs.IsRunning(sessionID)
 	err = s.runs.Consistent(ctx, sessionID, func(o protocol.StreamEvent) error {
 		seq, epoch = s.hub.watermark(sessionID)
 		open = o
 		var err error
 		mark, err = s.store.TranscriptMark(ctx, sessionID)
+		if err == nil && s.Bus() != nil && !here && o == nil && mark.Running && mark.Signal.Epoch == epoch && mark.Signal.Seq < seq {
+			seq = mark.Signal.Seq
+		}
 		return err
 	})
 	if err != nil && !errors.Is(err, store.ErrNotFound) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/zidane-server/zidane/protocol"
+	"github.com/zidane-server/zidane/server/cluster"
 	"github.com/zidane-server/zidane/server/hub/jetstream"
 	"github.com/zidane-server/zidane/server/store"
 )
@@ -42,9 +44,49 @@ func (s *Server) openBus(ctx context.Context) error {
 
 // Bus is the NATS JetStream bus of --nats-url, or nil (the in-process hub): /healthz reports its
 // connection and the cross-replica requests of run leases travel on its connection (issue 25
-// items 2 and 4). It does not implement cluster.Tail yet: the transcript does not record the $seq
-// each flush covers (docs/scaling.md "Not yet shared across replicas").
+// items 2 and 4); a takeover reads what a dead owner streamed but did not write from it (busTail).
 func (s *Server) Bus() *jetstream.Bus { return s.hub.bus.Load() }
+
+// busTail is cluster.Tail on the JetStream bus (issue 25 §2): the session's event signals in
+// the stream after the stored transcript's signal mark.
+type busTail struct{ s *Server }
+
+var _ cluster.Tail = busTail{}
+
+// Unwritten implements cluster.Tail. Errors: a mark of another epoch than the stream's, or none
+// (nothing says where the stored rows end), jetstream.ErrGap, NATS's.
+func (t busTail) Unwritten(ctx context.Context, sessionID string, after store.SignalMark) ([]protocol.StreamEvent, store.SignalMark, error) {
+	bus := t.s.Bus()
+	if bus == nil {
+		return nil, store.SignalMark{}, errors.New("signals are not on NATS")
+	}
+	epoch := bus.Epoch()
+	if after.Seq <= 0 || after.Epoch != epoch {
+		return nil, store.SignalMark{}, fmt.Errorf("the stored transcript's signal mark ($seq %d, epoch %q) is not of the stream's epoch %q", after.Seq, after.Epoch, epoch)
+	}
+	msgs, err := bus.Since(ctx, sessionID, after.Seq)
+	if err != nil {
+		return nil, store.SignalMark{}, err
+	}
+	var evs []protocol.StreamEvent
+	last := after
+	for _, m := range msgs {
+		if m.Kind != protocol.SignalEvent {
+			continue
+		}
+		sig, err := protocol.DecodeSignal(m.Body)
+		if err != nil {
+			return nil, store.SignalMark{}, fmt.Errorf("$seq %d of the stream: %w", m.Seq, err)
+		}
+		es, ok := sig.(*protocol.EventSignal)
+		if !ok || es.Event == nil {
+			continue
+		}
+		evs = append(evs, es.Event)
+		last = store.SignalMark{Seq: m.Seq, Epoch: epoch}
+	}
+	return evs, last, nil
+}
 
 // Replica names this replica among those sharing the bus ("" without one): the prefix of its
 // connections' references, unique across replicas.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/zidane-server/zidane/protocol"
 	"github.com/zidane-server/zidane/server/cluster"
+	"github.com/zidane-server/zidane/server/store"
 )
 
 // The transport's side of several replicas on one database (issue 25 §2, docs/scaling.md): the
@@ -143,17 +144,21 @@ func (s *Server) handleReplicaCall(ctx context.Context, body []byte) []byte {
 // (session:updated); with a shared signal hub its clients also get the run's run:end, marked
 // interrupted, which the dead owner never sent.
 func (s *Server) takeOver(ctx context.Context, startup bool) {
-	var unwritten func(context.Context, string) []protocol.StreamEvent
-	if t := s.cfg.SignalTail; t != nil {
-		unwritten = func(ctx context.Context, sessionID string) []protocol.StreamEvent {
+	var unwritten func(context.Context, string, store.SignalMark) ([]protocol.StreamEvent, store.SignalMark)
+	t := s.cfg.SignalTail
+	if t == nil && s.Bus() != nil {
+		t = busTail{s}
+	}
+	if t != nil {
+		unwritten = func(ctx context.Context, sessionID string, after store.SignalMark) ([]protocol.StreamEvent, store.SignalMark) {
 			tctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 			defer cancel()
-			evs, err := t.Unwritten(tctx, sessionID)
+			evs, last, err := t.Unwritten(tctx, sessionID, after)
 			if err != nil {
 				s.log.Warn("what the dead replica streamed could not be read from the signal stream; its last checkpoint is kept", "session", sessionID, "err", err)
-				return nil
+				return nil, store.SignalMark{}
 			}
-			return evs
+			return evs, last
 		}
 	}
 	taken, err := s.runs.TakeOver(ctx, s.replica.ID(), startup, unwritten)

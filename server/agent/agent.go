@@ -44,8 +44,10 @@ type Reporter interface {
 	// Publish hands one signal to the transport, which numbers session signals ($seq), keeps the
 	// replay log and fans the signal out to the connections the schema's audience allows. origin
 	// is the run's Origin. Publish must not block on a slow connection. An error means the signal
-	// was not sent (for instance, it exceeds the message limit); the runtime logs it.
-	Publish(sig protocol.Signal, origin Origin) error
+	// was not sent (for instance, it exceeds the message limit); the runtime logs it. A session
+	// signal's $seq and its epoch are returned (zero for other signals): the transcript records
+	// the last one its rows hold (store.SignalMark; issue 25 §1).
+	Publish(sig protocol.Signal, origin Origin) (store.SignalMark, error)
 	// RunningChanged says the set of sessions with a run (Runtime.Running) changed, so the
 	// transport can publish presence. It must not call back into the runtime synchronously
 	// while holding its own locks in a way that could block on the runtime.
@@ -363,7 +365,7 @@ func (r *Runtime) launch(ctx context.Context, ru *run) {
 	}
 	r.rep.RunningChanged()
 	r.conv.add(ru.sessionID, ru.promptEv) // the model reads the prompt as sent
-	r.publish(&protocol.EventSignal{SessionID: ru.sessionID, RunID: ru.id, Event: prompt}, ru)
+	r.writer.sequenced(ru.start, r.publish(&protocol.EventSignal{SessionID: ru.sessionID, RunID: ru.id, Event: prompt}, ru))
 	l.Unlock()
 	close(ready)
 }
@@ -469,13 +471,18 @@ func (r *Runtime) bracket(d droppedRun) {
 	r.wg.Done()
 }
 
-func (r *Runtime) publish(sig protocol.Signal, ru *run) {
-	if err := r.rep.Publish(sig, ru.origin); err != nil {
+// publish hands sig to the Reporter and returns its $seq and epoch (zero when it has none or was
+// not sent: logged).
+func (r *Runtime) publish(sig protocol.Signal, ru *run) store.SignalMark {
+	m, err := r.rep.Publish(sig, ru.origin)
+	if err != nil {
 		r.log.Error("signal not sent", "session", ru.sessionID, "run", ru.id, "kind", sig.SignalKind(), "err", err)
 	}
+	return m
 }
 
-// emit publishes an event signal of ru and hands the event to the transcript writer.
+// emit publishes an event signal of ru and hands the event to the transcript writer, with the
+// signal's $seq (under the content lock: see Consistent).
 // An event too large for one message is replaced, in the signal and the transcript, by an error
 // event that says so (fit). The model reads the event as it is, even when the transcript gets the
 // replacement.
@@ -485,8 +492,8 @@ func (r *Runtime) emit(ru *run, ev protocol.StreamEvent) {
 	l := r.contentLock(ru.sessionID)
 	l.Lock()
 	defer l.Unlock()
-	r.writer.add(ru.sessionID, ev)
-	r.publish(&protocol.EventSignal{SessionID: ru.sessionID, RunID: ru.id, Event: ev}, ru)
+	m := r.publish(&protocol.EventSignal{SessionID: ru.sessionID, RunID: ru.id, Event: ev}, ru)
+	r.writer.add(ru.sessionID, ev, m)
 }
 
 // fit returns ev, or an error event that says ev was left out when its signal would exceed the
@@ -882,19 +889,24 @@ func (r *Runtime) Recover(ctx context.Context) ([]string, error) {
 
 // TakeOver ends the runs no live replica owns (store.TakeOverRuns; issue 25 §2): the runs of
 // dead replicas, those without a lease and, at startup, this replica's own leftovers. Each
-// session gets what unwritten returns for it (what the dead owner streamed but did not write,
-// from the shared signal stream; nil: nothing known, then the last checkpoint is kept), an error
-// event with InterruptedMessage and the status "interrupted". Call it at start before any run
-// (startup true), and then periodically.
-func (r *Runtime) TakeOver(ctx context.Context, replica string, startup bool, unwritten func(ctx context.Context, sessionID string) []protocol.StreamEvent) ([]store.TakenRun, error) {
-	var un func(context.Context, string) []store.EventRow
+// session gets what unwritten returns for it after its stored signal mark (what the dead owner
+// streamed but did not write, from the shared signal stream, as signalled, and the mark of the
+// last; nil: nothing known, then the last checkpoint is kept), its streamed pieces merged into
+// blocks as the transcript writer merges them, an error event with InterruptedMessage and the
+// status "interrupted". Call it at start before any run (startup true), and then periodically.
+func (r *Runtime) TakeOver(ctx context.Context, replica string, startup bool, unwritten func(ctx context.Context, sessionID string, after store.SignalMark) ([]protocol.StreamEvent, store.SignalMark)) ([]store.TakenRun, error) {
+	var un func(context.Context, string, store.SignalMark) []store.EventRow
 	if unwritten != nil {
-		un = func(ctx context.Context, sessionID string) []store.EventRow {
+		un = func(ctx context.Context, sessionID string, after store.SignalMark) []store.EventRow {
+			evs, last := unwritten(ctx, sessionID, after)
 			var rows []store.EventRow
-			for _, ev := range unwritten(ctx, sessionID) {
+			for _, ev := range mergePieces(evs) {
 				if row, ok := r.writer.row(sessionID, ev); ok {
 					rows = append(rows, row)
 				}
+			}
+			if len(rows) > 0 {
+				rows[len(rows)-1].SignalSeq, rows[len(rows)-1].SignalEpoch = last.Seq, last.Epoch
 			}
 			return rows
 		}
@@ -903,6 +915,37 @@ func (r *Runtime) TakeOver(ctx context.Context, replica string, startup bool, un
 		row, _ := r.writer.row(sessionID, &protocol.ErrorEvent{Message: InterruptedMessage})
 		return row
 	}, un)
+}
+
+// mergePieces merges the streamed markdown and thinking pieces of evs into the closed blocks the
+// transcript writer would have written (transcriptWriter.add): consecutive pieces of one kind and
+// turn make one block; any other event closes it and stays as it is.
+func mergePieces(evs []protocol.StreamEvent) []protocol.StreamEvent {
+	var out []protocol.StreamEvent
+	var kind, turn string
+	var text strings.Builder
+	open := false
+	closeOpen := func() {
+		if open {
+			out = append(out, blockEvent(kind, turn, text.String()))
+			text.Reset()
+			open = false
+		}
+	}
+	for _, ev := range evs {
+		if k, t, piece, ok := streamedPiece(ev); ok {
+			if open && (k != kind || t != turn) {
+				closeOpen()
+			}
+			kind, turn, open = k, t, true
+			text.WriteString(piece)
+			continue
+		}
+		closeOpen()
+		out = append(out, ev)
+	}
+	closeOpen()
+	return out
 }
 
 // CancelAll cancels every running prompt (as chat.cancel does): how a replica that lost its

@@ -60,7 +60,7 @@ func (r *Runtime) Reset(ctx context.Context, sessionID string, reason ResetReaso
 }
 
 func (r *Runtime) publishReset(sessionID string, reason ResetReason) {
-	if err := r.rep.Publish(&protocol.SessionResetSignal{SessionID: sessionID, Reason: reason}, nil); err != nil {
+	if _, err := r.rep.Publish(&protocol.SessionResetSignal{SessionID: sessionID, Reason: reason}, nil); err != nil {
 		r.log.Error("session:reset not sent", "session", sessionID, "err", err)
 	}
 }
@@ -131,7 +131,7 @@ func (r *Runtime) Compact(ctx context.Context, x store.Session) (CompactResult, 
 	l := r.contentLock(x.ID)
 	l.Lock()
 	defer l.Unlock()
-	r.writer.add(x.ID, ev)
+	r.writer.add(x.ID, ev, store.SignalMark{}) // no signal carries it: clients reload (session:reset)
 	if err := r.writer.flush(ctx); err != nil {
 		r.writer.forget(x.ID)
 		r.conv.forget(x.ID)

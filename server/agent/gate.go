@@ -246,7 +246,7 @@ func (g *Gate) resolved(p *pendingApproval, res protocol.ApprovalResolution, by 
 }
 
 func (g *Gate) publish(sig protocol.Signal, origin Origin) {
-	_ = g.rep.Publish(sig, origin)
+	_, _ = g.rep.Publish(sig, origin)
 }
 
 // AnswerResult is what approvals.answer reports.

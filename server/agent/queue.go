@@ -42,7 +42,7 @@ func (r *Runtime) publishQueue(sessionID string) {
 
 // publishQueueLocked is publishQueue for a caller that holds r.mu.
 func (r *Runtime) publishQueueLocked(sessionID string) {
-	if err := r.rep.Publish(&protocol.QueueChangedSignal{SessionID: sessionID, Items: r.queueLocked(sessionID)}, nil); err != nil {
+	if _, err := r.rep.Publish(&protocol.QueueChangedSignal{SessionID: sessionID, Items: r.queueLocked(sessionID)}, nil); err != nil {
 		r.log.Warn("queue:changed not sent", "session", sessionID, "err", err)
 	}
 }

@@ -423,7 +423,8 @@ func (h *ToolHost) PublishPlan(ctx context.Context, sessionID, runID string, ori
 	if runID != "" {
 		sig.RunID = &runID
 	}
-	return h.Reporter.Publish(sig, origin)
+	_, err = h.Reporter.Publish(sig, origin)
+	return err
 }
 
 func (h *ToolHost) log() *slog.Logger {

@@ -34,7 +34,7 @@ type recorder struct {
 
 func newRecorder() *recorder { return &recorder{wake: make(chan struct{}, 1)} }
 
-func (r *recorder) Publish(sig protocol.Signal, _ Origin) error {
+func (r *recorder) Publish(sig protocol.Signal, _ Origin) (store.SignalMark, error) {
 	r.mu.Lock()
 	r.signals = append(r.signals, sig)
 	r.mu.Unlock()
@@ -42,7 +42,7 @@ func (r *recorder) Publish(sig protocol.Signal, _ Origin) error {
 	case r.wake <- struct{}{}:
 	default:
 	}
-	return nil
+	return store.SignalMark{}, nil
 }
 
 func (r *recorder) RunningChanged() {

@@ -67,6 +67,10 @@ type runStart struct {
 	done   chan struct{} // closed once written or failed
 	err    error         // set before done closes
 	failed bool          // err != nil; guarded by mu
+	// mark is the prompt's signal $seq, set before sequenced closes (sequenced): the start's
+	// write records it as the session's signal mark, so it waits for it.
+	mark      store.SignalMark
+	sequenced chan struct{}
 }
 
 type openBlock struct {
@@ -76,6 +80,7 @@ type openBlock struct {
 	saved        bool      // has a checkpoint row
 	savedLen     int       // the text's length at its last checkpoint
 	savedAt      time.Time // when that checkpoint was taken (zero: none, or it failed)
+	mark         store.SignalMark // the signal $seq of its last piece (its row's SignalSeq)
 }
 
 // smallBlock is the size up to which a growing block is checkpointed at every flush.
@@ -120,9 +125,11 @@ func (w *transcriptWriter) loop() {
 	}
 }
 
-// add records one event: a streaming markdown or thinking piece extends the session's open block;
-// anything else closes it and is queued as its own row.
-func (w *transcriptWriter) add(sessionID string, ev protocol.StreamEvent) {
+// add records one event, which the signal of mark carried (zero: none): a streaming markdown or
+// thinking piece extends the session's open block; anything else closes it and is queued as its
+// own row. Each row keeps the $seq of its last signal, recorded as the session's signal mark
+// when it is written.
+func (w *transcriptWriter) add(sessionID string, ev protocol.StreamEvent, mark store.SignalMark) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if s := w.starts[sessionID]; s != nil && s.failed {
@@ -140,10 +147,13 @@ func (w *transcriptWriter) add(sessionID string, ev protocol.StreamEvent) {
 		}
 		b.text.add(text)
 		b.dirty = true
+		if mark.Seq > 0 {
+			b.mark = mark
+		}
 		return
 	}
 	w.closeLocked(sessionID)
-	w.queue(sessionID, ev)
+	w.queue(sessionID, ev, mark)
 }
 
 // streamedPiece reports whether ev is a streamed markdown or thinking piece, and its parts.
@@ -196,7 +206,7 @@ func (w *transcriptWriter) closeLocked(sessionID string) {
 	if b.saved {
 		w.cleared = append(w.cleared, sessionID)
 	}
-	w.queue(sessionID, blockEvent(b.kind, b.turnID, b.text.String()))
+	w.queue(sessionID, blockEvent(b.kind, b.turnID, b.text.String()), b.mark)
 }
 
 func (w *transcriptWriter) row(sessionID string, ev protocol.StreamEvent) (store.EventRow, bool) {
@@ -241,8 +251,9 @@ func (w *transcriptWriter) row(sessionID string, ev protocol.StreamEvent) (store
 	return store.EventRow{SessionID: sessionID, TurnID: turn, Kind: ev.StreamEventKind(), Body: body, Doc: doc}, true
 }
 
-func (w *transcriptWriter) queue(sessionID string, ev protocol.StreamEvent) {
+func (w *transcriptWriter) queue(sessionID string, ev protocol.StreamEvent, mark store.SignalMark) {
 	if r, ok := w.row(sessionID, ev); ok {
+		r.SignalSeq, r.SignalEpoch = mark.Seq, mark.Epoch
 		w.seq++
 		w.pending = append(w.pending, queuedRow{r, w.seq})
 	}
@@ -259,12 +270,21 @@ func (w *transcriptWriter) begin(sessionID string, prompt protocol.StreamEvent, 
 	w.mu.Lock()
 	delete(w.later, sessionID) // the new run's status supersedes it
 	w.closeLocked(sessionID)
-	w.queue(sessionID, prompt)
-	st := &runStart{title: title, seq: w.seq, done: make(chan struct{})}
+	w.queue(sessionID, prompt, store.SignalMark{}) // its $seq comes with sequenced
+	st := &runStart{title: title, seq: w.seq, done: make(chan struct{}), sequenced: make(chan struct{})}
 	w.starts[sessionID] = st
 	w.mu.Unlock()
 	go w.writeStart(sessionID, st, failed)
 	return st
+}
+
+// sequenced gives the run's start its prompt's signal $seq and epoch (zero: not sent); its write
+// waits for it. The runtime calls it once per begin, right after publishing the prompt.
+func (w *transcriptWriter) sequenced(st *runStart, mark store.SignalMark) {
+	w.mu.Lock()
+	st.mark = mark
+	w.mu.Unlock()
+	close(st.sequenced)
 }
 
 // startWriteTimeout bounds a run's start write, from the moment nothing older of its session is
@@ -293,6 +313,11 @@ func (w *transcriptWriter) writeStart(sessionID string, st *runStart, failed fun
 			failed()
 		}
 	}()
+	select { // the prompt's $seq: published right after begin, on the caller's goroutine
+	case <-st.sequenced:
+	case <-time.After(startWriteTimeout):
+		w.log.Error("a run's start was not told its prompt's $seq; written without it", "session", sessionID)
+	}
 	w.mu.Lock()
 	for w.flushing[sessionID] {
 		ch := w.flushed
@@ -304,6 +329,9 @@ func (w *transcriptWriter) writeStart(sessionID string, st *runStart, failed fun
 	kept := w.pending[:0]
 	for _, r := range w.pending {
 		if r.SessionID == sessionID && r.seq <= st.seq {
+			if r.seq == st.seq { // the prompt
+				r.SignalSeq, r.SignalEpoch = st.mark.Seq, st.mark.Epoch
+			}
 			rows = append(rows, r)
 		} else {
 			kept = append(kept, r)

@@ -468,8 +468,11 @@ type Health interface {
 
 // Tail is what a shared signal hub implements so a replica taking over a dead replica's run keeps
 // what that run streamed but its owner did not write yet (issue 25 §2): Unwritten returns the
-// session's stream events published after the last $seq the transcript holds, with streamed
-// pieces merged into whole events. They replace the run's last open-block checkpoint.
+// session's events whose signals came after the stored transcript's signal mark after (the last
+// $seq its rows hold; store.SignalMark), as signalled (streamed pieces one by one: the runtime
+// merges them as its transcript writer does), in $seq order, and the mark of the last one. They
+// replace the run's last open-block checkpoint. An error (the stream lost some of them, another
+// epoch, NATS away) keeps the checkpoint instead.
 type Tail interface {
-	Unwritten(ctx context.Context, sessionID string) ([]protocol.StreamEvent, error)
+	Unwritten(ctx context.Context, sessionID string, after store.SignalMark) ([]protocol.StreamEvent, store.SignalMark, error)
 }

@@ -100,6 +100,7 @@ func (s *Store) FlushTranscript(ctx context.Context, tb TranscriptBatch) (Sessio
 		b := &pgx.Batch{}
 		if len(tb.Rows) > 0 {
 			b.Queue(`SELECT append_events($1, $2, $3, $4, $5)`, sess, turns, kinds, bodies, docs) // raises unless it appends every row
+			queueSignalMarks(b, tb.Rows)
 		}
 		if len(clear) > 0 {
 			b.Queue(`DELETE FROM open_blocks WHERE session_id = ANY($1)`, clear)
@@ -174,6 +175,42 @@ func eventArrays(op string, rows []EventRow) (sess []uuid.UUID, turns, kinds, bo
 		turns, kinds, bodies, docs = append(turns, r.TurnID), append(kinds, r.Kind), append(bodies, body), append(docs, SearchDoc(r.Doc))
 	}
 	return sess, turns, kinds, bodies, docs, nil
+}
+
+// signalMarkSQL sets each listed session's signal mark (migration 00100): $1 the sessions, $2
+// and $3 their last rows' $seq and epoch (signalMarks).
+const signalMarkSQL = `UPDATE sessions s SET signal_seq = m.q, signal_epoch = m.e
+	  FROM unnest($1::uuid[], $2::bigint[], $3::text[]) AS m(id, q, e) WHERE s.id = m.id`
+
+// signalMarks returns, for each session of rows with a row that a signal carried, the $seq and
+// epoch of its last such row (rows are in transcript order), for signalMarkSQL; nothing when no
+// row has one.
+func signalMarks(rows []EventRow) (ids []uuid.UUID, seqs []int64, epochs []string) {
+	at := map[string]int{}
+	for _, r := range rows {
+		if r.SignalSeq <= 0 {
+			continue
+		}
+		u, err := uuid.Parse(r.SessionID)
+		if err != nil {
+			continue // eventArrays refuses it first
+		}
+		i, ok := at[r.SessionID]
+		if !ok {
+			i = len(ids)
+			at[r.SessionID] = i
+			ids, seqs, epochs = append(ids, u), append(seqs, 0), append(epochs, "")
+		}
+		seqs[i], epochs[i] = r.SignalSeq, r.SignalEpoch
+	}
+	return ids, seqs, epochs
+}
+
+// queueSignalMarks queues signalMarkSQL for rows on b, when any row has a signal $seq.
+func queueSignalMarks(b *pgx.Batch, rows []EventRow) {
+	if ids, seqs, epochs := signalMarks(rows); len(ids) > 0 {
+		b.Queue(signalMarkSQL, ids, seqs, epochs)
+	}
 }
 
 // InterruptRunning ends the runs a killed process left behind, in one transaction: every session
@@ -422,8 +459,13 @@ func (s *Store) StartRun(ctx context.Context, sessionID string, rows []EventRow,
 		// The statements of one batch run in one implicit transaction: the first error
 		// aborts the rest and nothing is written.
 		b := &pgx.Batch{}
+		marked := 0
 		if len(rows) > 0 {
 			b.Queue(`SELECT append_events($1, $2, $3, $4, $5)`, sess, turns, kinds, bodies, docs)
+			if ids, seqs, epochs := signalMarks(rows); len(ids) > 0 {
+				b.Queue(signalMarkSQL, ids, seqs, epochs)
+				marked = 1
+			}
 		}
 		b.Queue(`UPDATE sessions SET status = 'running', updated_at = greatest(now(), updated_at),
 			        title = CASE WHEN NOT title_set AND $2 <> '' THEN $2 ELSE title END,
@@ -433,6 +475,12 @@ func (s *Store) StartRun(ctx context.Context, sessionID string, rows []EventRow,
 		if len(rows) > 0 {
 			var n int // append_events raises unless it appended every row
 			if err := br.QueryRow().Scan(&n); err != nil {
+				br.Close()
+				return err
+			}
+		}
+		for range marked {
+			if _, err := br.Exec(); err != nil {
 				br.Close()
 				return err
 			}

@@ -20,6 +20,20 @@ type EventRow struct {
 	// Doc is the event's searchable text (search.sessions; "" for none): a prompt's, an answer's
 	// or a tool result's text, a tool call's rendering. The store keeps SearchDoc(Doc).
 	Doc string
+	// SignalSeq is the $seq of the session signal that carried the event (for a block merged from
+	// streamed pieces, its last piece's), 0 when none did; SignalEpoch is that $seq's signal epoch.
+	// Writes record the last such $seq of each session's rows as its signal mark (Mark.Signal;
+	// issue 25 §1). Reads leave both zero.
+	SignalSeq   int64
+	SignalEpoch string
+}
+
+// SignalMark is the $seq of the last session signal whose event a session's stored transcript
+// holds, and its signal epoch (migration 00100): every event signal of that epoch with a $seq up
+// to Seq is in the stored rows, none after it is. Zero when unknown (no row was written with one).
+type SignalMark struct {
+	Seq   int64  `json:"seq"`
+	Epoch string `json:"epoch"`
 }
 
 // Page is a slice of a session transcript made of whole turns.
@@ -114,6 +128,11 @@ type Mark struct {
 	Events     int    // events before the mark (the next event's pos)
 	Turns      int    // turns before the mark
 	LastTurnID string // turn id of the last event before the mark ("" when none)
+	// Signal is the stored transcript's signal mark, and Running whether the session's status is
+	// "running": a replica that does not run a running session answers Signal.Seq as the
+	// watermark (its owner died with more streamed than written: that is in the signal stream).
+	Signal  SignalMark
+	Running bool
 }
 
 // TranscriptMark reads the session's transcript extent now. ErrNotFound if the session does not
@@ -126,7 +145,8 @@ func (s *Store) TranscriptMark(ctx context.Context, sessionID string) (Mark, err
 	var m Mark
 	err = s.withConn(ctx, "transcript mark", func(ctx context.Context, c *pgxpool.Conn) error {
 		var last *string
-		if err := c.QueryRow(ctx, `SELECT event_count, turn_count, last_turn_id FROM sessions WHERE id = $1`, u).Scan(&m.Events, &m.Turns, &last); err != nil {
+		if err := c.QueryRow(ctx, `SELECT event_count, turn_count, last_turn_id, signal_seq, signal_epoch, status = 'running' FROM sessions WHERE id = $1`, u).
+			Scan(&m.Events, &m.Turns, &last, &m.Signal.Seq, &m.Signal.Epoch, &m.Running); err != nil {
 			return err
 		}
 		if last != nil {

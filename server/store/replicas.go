@@ -170,20 +170,21 @@ type TakenRun struct{ SessionID, RunID, Replica string }
 
 // TakeOverRuns ends, in one transaction, the runs no live replica owns: every session still
 // "running" whose lease is missing, held by a replica whose row expired, or (startup set) held by
-// replica itself (a restarted replica of the same id). Each gets what unwritten returns for it
-// (what its owner streamed but did not write, from the signal stream; nil: nothing known) or else
-// its open-block checkpoint, then errorEvent's row, and the status "interrupted"; its checkpoint
+// replica itself (a restarted replica of the same id). Each gets what unwritten returns for it,
+// given the session's signal mark (what its owner streamed after the mark but did not write, from
+// the signal stream, each row with its SignalSeq; nil: nothing known) or else its open-block
+// checkpoint, then errorEvent's row, and the status "interrupted"; its checkpoint
 // and lease are deleted. The leases of dead replicas (or, at startup, of replica) on sessions that
 // do not run are deleted too, and so are the rows of expired replicas. Sessions another replica's
 // takeover holds locked are skipped (SKIP LOCKED): each run is ended once.
-func (s *Store) TakeOverRuns(ctx context.Context, replica string, startup bool, errorEvent func(sessionID string) EventRow, unwritten func(ctx context.Context, sessionID string) []EventRow) ([]TakenRun, error) {
+func (s *Store) TakeOverRuns(ctx context.Context, replica string, startup bool, errorEvent func(sessionID string) EventRow, unwritten func(ctx context.Context, sessionID string, after SignalMark) []EventRow) ([]TakenRun, error) {
 	var out []TakenRun
 	err := s.withConn(ctx, "take over runs", func(ctx context.Context, c *pgxpool.Conn) error {
 		return pgx.BeginFunc(ctx, c, func(tx pgx.Tx) error {
 			out = nil
 			const dead = `(l.replica_id = $1 AND $2) OR (l.replica_id <> $1 AND NOT EXISTS (SELECT 1 FROM replicas r WHERE r.id = l.replica_id AND r.expires_at > now()))`
 			rows, err := tx.Query(ctx, `
-				SELECT s.id::text, coalesce(l.run_id, ''), coalesce(l.replica_id, ''), b.turn_id, b.kind, b.body
+				SELECT s.id::text, coalesce(l.run_id, ''), coalesce(l.replica_id, ''), b.turn_id, b.kind, b.body, s.signal_seq, s.signal_epoch
 				  FROM sessions s LEFT JOIN run_leases l ON l.session_id = s.id LEFT JOIN open_blocks b ON b.session_id = s.id
 				 WHERE s.status = 'running' AND (l.session_id IS NULL OR `+dead+`)
 				 ORDER BY s.id FOR UPDATE OF s SKIP LOCKED`, replica, startup)
@@ -193,12 +194,13 @@ func (s *Store) TakeOverRuns(ctx context.Context, replica string, startup bool, 
 			type found struct {
 				run        TakenRun
 				checkpoint *EventRow
+				mark       SignalMark
 			}
 			var fs []found
 			for rows.Next() {
 				var f found
 				var turn, kind, body *string
-				if err := rows.Scan(&f.run.SessionID, &f.run.RunID, &f.run.Replica, &turn, &kind, &body); err != nil {
+				if err := rows.Scan(&f.run.SessionID, &f.run.RunID, &f.run.Replica, &turn, &kind, &body, &f.mark.Seq, &f.mark.Epoch); err != nil {
 					rows.Close()
 					return err
 				}
@@ -217,7 +219,7 @@ func (s *Store) TakeOverRuns(ctx context.Context, replica string, startup bool, 
 				out = append(out, f.run)
 				var un []EventRow
 				if unwritten != nil {
-					un = unwritten(ctx, f.run.SessionID)
+					un = unwritten(ctx, f.run.SessionID, f.mark)
 				}
 				if len(un) > 0 {
 					batch = append(batch, un...)
@@ -236,6 +238,7 @@ func (s *Store) TakeOverRuns(ctx context.Context, replica string, startup bool, 
 				}
 			}
 			b := &pgx.Batch{}
+			queueSignalMarks(b, batch)
 			if len(ids) > 0 {
 				b.Queue(`UPDATE sessions SET status = 'interrupted', updated_at = greatest(now(), updated_at) WHERE id::text = ANY($1)`, ids)
 				b.Queue(`DELETE FROM open_blocks WHERE session_id::text = ANY($1)`, ids)

@@ -133,3 +133,48 @@ func TestReplicaCalls(t *testing.T) {
 	_, err = a.CallReply(ctx, id)
 	require.ErrorIs(t, err, store.ErrNotFound)
 }
+
+// TestSignalMark (issue 25 §1, migration 00100): StartRun and FlushTranscript record the $seq of
+// the last signalled row of each session as its signal mark (rows without a signal leave it),
+// TranscriptMark reads it with the running state, and TakeOverRuns hands it to unwritten and
+// records the mark of the rows it returns.
+func TestSignalMark(t *testing.T) {
+	st := storetest.New(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	x, err := st.CreateSession(ctx, store.Session{Title: "s", Cwd: "/tmp"})
+	require.NoError(t, err)
+	row := func(kind string, seq int64) store.EventRow {
+		return store.EventRow{SessionID: x.ID, TurnID: "t", Kind: kind, Body: []byte(`{"kind":"` + kind + `"}`), SignalSeq: seq, SignalEpoch: "e1"}
+	}
+	m, err := st.TranscriptMark(ctx, x.ID)
+	require.NoError(t, err)
+	assert.Equal(t, store.SignalMark{}, m.Signal)
+	_, err = st.StartRun(ctx, x.ID, []store.EventRow{row("user-prompt", 2)}, "")
+	require.NoError(t, err)
+	m, err = st.TranscriptMark(ctx, x.ID)
+	require.NoError(t, err)
+	assert.Equal(t, store.SignalMark{Seq: 2, Epoch: "e1"}, m.Signal)
+	assert.True(t, m.Running)
+	_, err = st.FlushTranscript(ctx, store.TranscriptBatch{Rows: []store.EventRow{row("markdown", 7), row("compaction", 0)}})
+	require.NoError(t, err)
+	m, err = st.TranscriptMark(ctx, x.ID)
+	require.NoError(t, err)
+	assert.Equal(t, store.SignalMark{Seq: 7, Epoch: "e1"}, m.Signal, "the last signalled row's; an unsignalled one leaves it")
+	assert.Equal(t, 3, m.Events)
+
+	// Its owner is gone (no lease): the takeover is told the mark and records the tail's.
+	var told store.SignalMark
+	_, err = st.TakeOverRuns(ctx, "A", false, func(sid string) store.EventRow { return row("error", 0) },
+		func(_ context.Context, sid string, after store.SignalMark) []store.EventRow {
+			told = after
+			return []store.EventRow{row("markdown", 9)}
+		})
+	require.NoError(t, err)
+	assert.Equal(t, store.SignalMark{Seq: 7, Epoch: "e1"}, told)
+	m, err = st.TranscriptMark(ctx, x.ID)
+	require.NoError(t, err)
+	assert.Equal(t, store.SignalMark{Seq: 9, Epoch: "e1"}, m.Signal)
+	assert.False(t, m.Running)
+	assert.Equal(t, 5, m.Events, "the tail and the error event")
+}

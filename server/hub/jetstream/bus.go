@@ -396,6 +396,68 @@ func (b *Bus) Publish(ctx context.Context, session, kind string, body []byte, fr
 	}
 }
 
+// ErrGap is Since's error when the stream no longer holds the session's signal after afterSeq
+// (evicted by the limits): what followed it is not all there.
+var ErrGap = errors.New("the signal stream no longer holds every signal of the session after that $seq")
+
+// Since returns the session's signals in the stream with a $seq after afterSeq, in order (what a
+// dead replica streamed after its transcript's last write, issue 25 §2): it reads the session's
+// subject with an ordered consumer up to the last message the stream holds for it when called.
+// Errors: ErrUnavailable while NATS is away, ErrGap when the first one held is past afterSeq+1,
+// NATS's or ctx's otherwise.
+func (b *Bus) Since(ctx context.Context, session string, afterSeq int64) ([]Message, error) {
+	if !validToken(session) {
+		return nil, fmt.Errorf("session id %q cannot be a NATS subject token", session)
+	}
+	if !b.nc.IsConnected() {
+		return nil, ErrUnavailable
+	}
+	b.mu.Lock()
+	st := b.st
+	b.mu.Unlock()
+	last, err := st.GetLastMsgForSubject(ctx, SessionSubject(session))
+	if errors.Is(err, natsjs.ErrMsgNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if seq, _ := strconv.ParseInt(last.Header.Get(HeaderSeq), 10, 64); seq <= afterSeq {
+		return nil, nil
+	}
+	cons, err := st.OrderedConsumer(ctx, natsjs.OrderedConsumerConfig{FilterSubjects: []string{SessionSubject(session)}, DeliverPolicy: natsjs.DeliverAllPolicy})
+	if err != nil {
+		return nil, err
+	}
+	it, err := cons.Messages()
+	if err != nil {
+		return nil, err
+	}
+	defer it.Stop()
+	var out []Message
+	for {
+		m, err := it.Next(natsjs.NextContext(ctx))
+		if err != nil {
+			return nil, fmt.Errorf("reading session %s's signals from the stream: %w", session, err)
+		}
+		md, err := m.Metadata()
+		if err != nil {
+			return nil, err
+		}
+		h := m.Headers()
+		if seq, err := strconv.ParseInt(h.Get(HeaderSeq), 10, 64); err == nil && seq > afterSeq {
+			if len(out) == 0 && seq > afterSeq+1 {
+				return nil, fmt.Errorf("%w: it holds $seq %d onwards, not %d", ErrGap, seq, afterSeq+1)
+			}
+			out = append(out, Message{Session: session, Seq: seq, Kind: h.Get(HeaderKind), From: h.Get(HeaderFrom), Body: m.Data(),
+				StreamSeq: md.Sequence.Stream, Mine: h.Get(HeaderReplica) == b.cfg.Replica})
+		}
+		if md.Sequence.Stream >= last.Sequence {
+			return out, nil
+		}
+	}
+}
+
 // loadHead reads the session's last $seq from the stream, or from the bucket's floor when the
 // stream holds none of its signals (all evicted); 0 for a session never signalled.
 func (b *Bus) loadHead(ctx context.Context, session string) (head, error) {
