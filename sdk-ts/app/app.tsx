@@ -6,9 +6,8 @@ import type { ConnectionState } from '../src/client/client.js'
 import { ChatProvider, HostComposer, HostInteractions, HostTranscript, SessionList, useChat, useStore } from '../src/react/index.js'
 import { forgetAuth, loadAuth, pair, saveAuth, serverUrl, type Auth } from './auth.js'
 import { GitPanel, SessionSettings, UsagePage } from './panels.js'
+import { saveTheme, useSharedTheme, type Theme } from './prefs.js'
 import { useRoute } from './route.js'
-
-type Theme = 'light' | 'dark' | 'system'
 
 function loadTheme(): Theme {
   const t = localStorage.getItem('zidane.theme')
@@ -168,6 +167,7 @@ function Shell(props: { host: ServerHost; auth: Auth; theme: Theme; onTheme: (t:
   const [route, go] = useRoute()
   const [error, setError] = useState<string>()
   const activeId = route.view === 'session' ? route.sessionId : undefined
+  useSharedTheme(host.client, props.onTheme)
 
   // Presence: which session this window shows and whether it has focus.
   useEffect(() => {
@@ -238,7 +238,12 @@ function Shell(props: { host: ServerHost; auth: Auth; theme: Theme; onTheme: (t:
         </a>
         <label className="theme">
           Theme{' '}
-          <select value={props.theme} onChange={(e) => props.onTheme(e.target.value as Theme)}>
+          <select value={props.theme} onChange={(e) => {
+              const t = e.target.value as Theme
+              props.onTheme(t)
+              saveTheme(host.client, t).catch((err: unknown) => setError(err instanceof Error ? err.message : String(err)))
+            }}
+          >
             <option value="system">System</option>
             <option value="light">Light</option>
             <option value="dark">Dark</option>

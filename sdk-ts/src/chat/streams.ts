@@ -47,6 +47,11 @@ export interface SessionSnapshot {
    * next report.
    */
   readonly progress?: StreamProgress
+  /**
+   * The last run ended interrupted (its run:end had interrupted: true: cancelled, or stopped by a
+   * server shutdown); cleared at the next run:start.
+   */
+  readonly interrupted?: true
 }
 
 /** A streaming turn's progress (the stream:progress signal's numbers). */
@@ -227,6 +232,7 @@ export function createSessionStreams(options: SessionStreamsOptions = {}): Sessi
     const prev = s.snapshot
     const runId = 'runId' in patch ? patch.runId : prev.runId
     const progress = 'progress' in patch ? patch.progress : prev.progress
+    const interrupted = 'interrupted' in patch ? patch.interrupted : prev.interrupted
     const next: SessionSnapshot = {
       events: events === prev.events ? prev.events : events,
       running: patch.running ?? prev.running,
@@ -234,8 +240,9 @@ export function createSessionStreams(options: SessionStreamsOptions = {}): Sessi
       page: patch.page ?? prev.page,
       ...(runId !== undefined ? { runId } : {}),
       ...(progress !== undefined ? { progress } : {}),
+      ...(interrupted ? { interrupted } : {}),
     }
-    if (next.events === prev.events && next.running === prev.running && next.status === prev.status && next.page === prev.page && next.runId === prev.runId && next.progress === prev.progress) return
+    if (next.events === prev.events && next.running === prev.running && next.status === prev.status && next.page === prev.page && next.runId === prev.runId && next.progress === prev.progress && next.interrupted === prev.interrupted) return
     s.snapshot = Object.freeze(next)
     notify(id)
   }
@@ -283,15 +290,17 @@ export function createSessionStreams(options: SessionStreamsOptions = {}): Sessi
       return
     }
     const owner = `${last.kind}:${last.turnId}`
+    // Extending the open block changes nothing on show (the rows are cut where the reveal stands):
+    // the next frame publishes, so a burst of pieces renders once a frame, not once a piece.
+    const extended = before !== undefined && isOpenBlock(before) && `${before.kind}:${before.turnId}` === owner
     if (s.reveal === undefined || s.reveal.owner !== owner) {
       // Extending a block shown whole so far keeps it shown; a new block starts hidden. A block
       // before it is closed now and shown whole (only the last row is ever cut).
-      const extended = before !== undefined && isOpenBlock(before) && `${before.kind}:${before.turnId}` === owner
       s.reveal = { owner, shown: extended ? before.text.length : 0 }
     }
     revealing.add(id)
     schedule()
-    publish(id, s)
+    if (!extended) publish(id, s)
   }
 
   function compactState(id: string, s: State) {
@@ -316,7 +325,7 @@ export function createSessionStreams(options: SessionStreamsOptions = {}): Sessi
         }
         case 'run:start': {
           const s = state(id)
-          publish(id, s, { running: true, status: 'running', runId: signal.runId, progress: undefined })
+          publish(id, s, { running: true, status: 'running', runId: signal.runId, progress: undefined, interrupted: undefined })
           return
         }
         case 'stream:progress': {
@@ -338,7 +347,7 @@ export function createSessionStreams(options: SessionStreamsOptions = {}): Sessi
         case 'run:end': {
           const s = state(id)
           compactState(id, s)
-          publish(id, s, { running: false, status: signal.ok || signal.interrupted ? 'idle' : 'error', runId: signal.runId, progress: undefined })
+          publish(id, s, { running: false, status: signal.ok || signal.interrupted ? 'idle' : 'error', runId: signal.runId, progress: undefined, interrupted: signal.interrupted === true ? true : undefined })
           return
         }
         default:

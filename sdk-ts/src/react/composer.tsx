@@ -5,6 +5,7 @@
 // with sessions.setModel.
 import { useCallback, useEffect, useRef, useState, type KeyboardEvent, type ReactNode } from 'react'
 import type { ModelInfo, WireSignal } from '../protocol.js'
+import { AttachmentChips, useAttachments } from './attachments.js'
 import { useChat } from './context.js'
 import { useSessionRunning, useStore } from './index.js'
 import type { ConnectionState } from '../client/client.js'
@@ -32,6 +33,7 @@ export function HostComposer(props: HostComposerProps): ReactNode {
   const [models, setModels] = useState<readonly ModelInfo[]>([])
   const [model, setModel] = useState('')
   const [picking, setPicking] = useState(false)
+  const files = useAttachments()
   const timer = useRef<ReturnType<typeof setTimeout> | undefined>(undefined)
   const conn = useStore(client?.connection ?? noConnection)
   const open = conn.status === 'open'
@@ -106,7 +108,10 @@ export function HostComposer(props: HostComposerProps): ReactNode {
     setError(undefined)
     clearTimeout(timer.current)
     if (client && sync) client.call('drafts.clear', { sessionId: props.sessionId }).catch(() => {})
-    host.send(props.sessionId, prompt).catch((e: unknown) => {
+    const attachments = files.attachments.map(({ name, mediaType, data }) => ({ name, mediaType, data }))
+    const sessionId = props.sessionId
+    const sent = client && attachments.length > 0 ? host.open(sessionId).then(() => client.call('chat.send', { sessionId, prompt, attachments })) : host.send(sessionId, prompt)
+    sent.then(() => attachments.length > 0 && files.clear()).catch((e: unknown) => {
       const err = e instanceof Error ? e : new Error(String(e))
       setText((cur) => (cur === '' ? prompt : cur))
       setError(err.message)
@@ -141,13 +146,17 @@ export function HostComposer(props: HostComposerProps): ReactNode {
   return (
     <form
       className="zd-composer"
+      onDrop={files.onDrop}
+      onDragOver={files.onDragOver}
       onSubmit={(e) => {
         e.preventDefault()
         send()
       }}
     >
+      <AttachmentChips state={files} />
       <textarea
         ref={chat.composer}
+        onPaste={files.onPaste}
         className="zd-input"
         aria-label="Message"
         placeholder={props.placeholder ?? 'Message (Enter sends, Shift+Enter for a new line, Esc stops)'}

@@ -59,6 +59,13 @@ export function useSessionPage(sessionId: string): SessionPage {
   return useSessionValue(sessionId, pickPage)
 }
 
+const pickInterrupted = (s: SessionSnapshot) => s.interrupted === true
+
+/** Whether the session's last run ended interrupted (cancelled or stopped by a shutdown) in this page's view. */
+export function useSessionInterrupted(sessionId: string): boolean {
+  return useSessionValue(sessionId, pickInterrupted)
+}
+
 /** Shallow equality of arrays and plain objects: an isEqual for selectors that build new values. */
 export function shallowEqual(a: unknown, b: unknown): boolean {
   if (Object.is(a, b)) return true
@@ -156,3 +163,5 @@ export { HostComposer } from './composer.js'
 export type { HostComposerProps } from './composer.js'
 export { Markdown, CodeBlock, safeUrl } from './markdown.js'
 export type { MarkdownProps, CodeBlockProps } from './markdown.js'
+export { AttachmentChips, PromptAttachments, useAttachments, readAttachments, attachmentType, imageSource, formatBytes, ATTACHMENT_LIMITS } from './attachments.js'
+export type { AttachmentsState, PendingAttachment } from './attachments.js'

@@ -7,8 +7,9 @@ import { useVirtualizer } from '@tanstack/react-virtual'
 import { memo, useEffect, useLayoutEffect, useMemo, useRef, type ReactNode } from 'react'
 import type { StreamEvent, ToolEvent, ToolResultEvent } from '../protocol.js'
 import { useChat } from './context.js'
-import { useSessionEvents, useSessionPage, useSessionRunning } from './index.js'
+import { useSessionEvents, useSessionInterrupted, useSessionPage, useSessionRunning, useStore } from './index.js'
 import { Markdown } from './markdown.js'
+import { PromptAttachments } from './attachments.js'
 
 /** One shown row: an event, or a tool call with its result. */
 export type TranscriptRow = { readonly event: StreamEvent; readonly result?: ToolResultEvent }
@@ -87,6 +88,7 @@ export const TranscriptItem = memo(function TranscriptItem({ row }: { row: Trans
         <div className="zd-row zd-user">
           <span className="zd-who">You</span>
           <div className="zd-user-text">{e.text}</div>
+          {e.attachments && e.attachments.length > 0 ? <PromptAttachments attachments={e.attachments} /> : null}
         </div>
       )
     case 'markdown':
@@ -122,7 +124,7 @@ export const TranscriptItem = memo(function TranscriptItem({ row }: { row: Trans
       )
     case 'error':
       return (
-        <div className="zd-row zd-error" role="note">
+        <div className="zd-row zd-error zd-error-row" role="note">
           <strong>Error: </strong>
           {e.message}
         </div>
@@ -145,6 +147,10 @@ export function HostTranscript(props: HostTranscriptProps): ReactNode {
   const events = useSessionEvents(props.sessionId)
   const page = useSessionPage(props.sessionId)
   const running = useSessionRunning(props.sessionId)
+  const interruptedLive = useSessionInterrupted(props.sessionId)
+  const sessions = useStore(host.sessions)
+  const status = sessions.find((s) => s.id === props.sessionId)?.status
+  const interrupted = !running && (interruptedLive || status === 'interrupted')
   const rows = useMemo(() => transcriptRows(events), [events])
   const scroller = useRef<HTMLDivElement | null>(null)
   const atBottom = useRef(true)
@@ -199,6 +205,11 @@ export function HostTranscript(props: HostTranscriptProps): ReactNode {
         ))}
       </div>
       {running && <p className="zd-muted zd-running">Working…</p>}
+      {interrupted && (
+        <p className="zd-interrupted" role="note" aria-label="Interrupted">
+          <strong>Interrupted</strong> — the run stopped before it finished; what it streamed is kept above. Send the prompt again to continue.
+        </p>
+      )}
     </div>
   )
 }
