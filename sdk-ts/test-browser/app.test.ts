@@ -10,7 +10,7 @@ import { join } from 'node:path'
 import { after, before, describe, test } from 'node:test'
 import type { Browser, BrowserContext, Page } from 'playwright-core'
 import type { Database, ServerProcess } from '../test/helpers/server.js'
-import { exactCommand, exampleDir, freePort, launchBrowser, serveStatic, sseExampleDir, shotsDir, startServer, streamPieces } from './harness.js'
+import { exactCommand, exampleDir, FakeOpenAI, freePort, launchBrowser, serveStatic, sseExampleDir, shotsDir, startServer, streamPieces } from './harness.js'
 
 const require = createRequire(import.meta.url)
 const axeSource = readFileSync(require.resolve('axe-core/axe.min.js'), 'utf8')
@@ -21,6 +21,7 @@ let db: Database
 let base: string
 let context: BrowserContext
 let page: Page
+const openai = new FakeOpenAI()
 const problems: string[] = []
 
 /** Records what no page may do: open a dialog, log an error, or ask any other origin for anything. */
@@ -91,7 +92,8 @@ describe('web app in Chromium', () => {
   before(async () => {
     mkdirSync(shotsDir, { recursive: true })
     // No --allowed-origin: the page the server serves is same-origin.
-    const started = await startServer()
+    await openai.start()
+    const started = await startServer([], {}, openai)
     server = started.server
     db = started.db
     base = `http://127.0.0.1:${server.port}`
@@ -106,6 +108,7 @@ describe('web app in Chromium', () => {
     await server?.stop()
     server?.cleanup()
     db?.drop()
+    await openai.stop()
   })
 
   test('the components on an in-page run host (examples/ui-in-process): stream, tool row, question', async () => {
@@ -323,6 +326,76 @@ describe('web app in Chromium', () => {
     await send(page, 'After the restart.')
     await waitForText(page, 'After the restart.')
     await waitIdle(page)
+    problems.length = 0
+  })
+
+  test('attachments: a dropped image and a pasted text file reach the model; refusals; thumbnails in the transcript', async () => {
+    await newSession(page, 'fake/gpt-fake')
+    const png = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=='
+    // A drop of an image and a PDF on the composer: the image becomes a chip, the PDF is refused.
+    await page.locator('form.zd-composer').evaluate((form, b64) => {
+      const dt = new DataTransfer()
+      const bytes = Uint8Array.from(atob(b64), (c) => c.charCodeAt(0))
+      dt.items.add(new File([bytes], 'dot.png', { type: 'image/png' }))
+      dt.items.add(new File(['%PDF-1.4'], 'doc.pdf', { type: 'application/pdf' }))
+      form.dispatchEvent(new DragEvent('drop', { dataTransfer: dt, bubbles: true, cancelable: true }))
+    }, png)
+    const chips = page.getByRole('list', { name: 'Attachments' })
+    await chips.getByText('dot.png').waitFor()
+    await page.getByRole('alert').getByText('doc.pdf: application/pdf files cannot be attached', { exact: false }).waitFor()
+    // A paste of a text file (and of one more, removed again).
+    await composer(page).evaluate((box) => {
+      for (const [name, text] of [['notes.md', '# Notes\nsecret sauce\n'], ['extra.txt', 'extra']] as const) {
+        const dt = new DataTransfer()
+        dt.items.add(new File([text], name, { type: name.endsWith('.md') ? 'text/markdown' : 'text/plain' }))
+        box.dispatchEvent(new ClipboardEvent('paste', { clipboardData: dt, bubbles: true, cancelable: true }))
+      }
+    })
+    await chips.getByText('extra.txt').waitFor()
+    await chips.getByRole('button', { name: 'Remove extra.txt' }).click()
+    await chips.getByText('extra.txt').waitFor({ state: 'detached' })
+    const before = openai.requests.length
+    await send(page, 'What is in these files?')
+    await waitForText(page, 'Got it.')
+    await waitIdle(page)
+    await chips.waitFor({ state: 'detached' }) // sent: the chips are gone
+    // The fake model's request holds the image as an image part and the text file's content.
+    const body = JSON.stringify(openai.requests.slice(before))
+    assert.ok(body.includes(`data:image/png;base64,${png}`), body.slice(0, 2000))
+    assert.ok(body.includes('secret sauce'), body.slice(0, 2000))
+    assert.equal(body.includes('extra.txt'), false)
+    // The transcript shows them: the image as a thumbnail of its stored data, the text file by name.
+    const shown = transcript(page).getByRole('list', { name: 'Attached files' })
+    await shown.getByRole('img', { name: 'dot.png' }).waitFor()
+    await shown.getByText('notes.md').waitFor()
+    await page.reload()
+    await transcript(page).getByRole('list', { name: 'Attached files' }).getByRole('img', { name: 'dot.png' }).waitFor()
+  })
+
+  test('prefs: the theme picked in one page is the other page\'s live (prefs.*)', async () => {
+    const other = await context.newPage()
+    watch(other)
+    await other.goto(page.url())
+    await connection(other).getByText('Connected').waitFor()
+    await page.getByLabel('Theme').selectOption('dark')
+    await other.waitForFunction(() => document.querySelector('.zd.app')?.getAttribute('data-theme') === 'dark')
+    await other.getByLabel('Theme').selectOption('light')
+    await page.waitForFunction(() => document.querySelector('.zd.app')?.getAttribute('data-theme') === 'light')
+    await other.close()
+  })
+
+  test('a run cut by a server restart shows the interrupted marker', async () => {
+    await newSession(page, 'slow/scripted')
+    await send(page, 'Take long, then get cut.')
+    await waitForText(page, 'Starting a long answer.')
+    await server.stop()
+    await connection(page).getByText(/next try at|Reconnecting/).waitFor({ timeout: 20_000 })
+    await server.launch()
+    await connection(page).getByText('Connected').waitFor({ timeout: 30_000 })
+    await page.getByRole('note', { name: 'Interrupted' }).waitFor()
+    await page.reload()
+    await page.getByRole('note', { name: 'Interrupted' }).waitFor()
+    await waitForText(page, 'Starting a long answer.')
     problems.length = 0
   })
 

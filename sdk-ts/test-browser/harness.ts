@@ -65,14 +65,63 @@ export const benchScripts: Record<string, unknown> = {
   rows: { loop: true, turns: [turn(...Array.from({ length: 5000 }, (_, i) => [{ thinking: `t${i}` }, text(`row ${i}`)]).flat(), text(' END-OF-ROWS'))] },
 }
 
-/** The server with the scenario providers (default model stream/scripted), and more when given. */
-export async function startServer(extra: string[] = [], more: Record<string, unknown> = {}): Promise<{ server: ServerProcess; db: Database; configDir: string }> {
+/**
+ * A fake OpenAI-compatible endpoint (Chat Completions, streamed): records each request's JSON body
+ * and answers "Got it." as the real wire format streams it; GET /models lists gpt-fake. Its base URL goes in a provider "fake"
+ * of kind openai with the model fake/gpt-fake.
+ */
+export class FakeOpenAI {
+  readonly requests: Array<Record<string, unknown>> = []
+  private srv?: http.Server
+  port = 0
+  async start(): Promise<void> {
+    this.srv = http.createServer((req, res) => {
+      let body = ''
+      req.on('data', (d: Buffer) => (body += d.toString()))
+      req.on('end', () => {
+        if (req.method === 'GET' && (req.url ?? '').endsWith('/models')) {
+          res.writeHead(200, { 'content-type': 'application/json' })
+          res.end(JSON.stringify({ object: 'list', data: [{ id: 'gpt-fake', object: 'model', created: 0, owned_by: 'test' }] }))
+          return
+        }
+        try {
+          this.requests.push(JSON.parse(body) as Record<string, unknown>)
+        } catch {
+          this.requests.push({ unparsed: body })
+        }
+        res.writeHead(200, { 'content-type': 'text/event-stream' })
+        const chunk = (o: unknown) => res.write(`data: ${JSON.stringify(o)}\n\n`)
+        const base = { id: 'c1', object: 'chat.completion.chunk', created: 0, model: 'gpt-fake' }
+        chunk({ ...base, choices: [{ index: 0, delta: { role: 'assistant', content: 'Got it.' }, finish_reason: null }] })
+        chunk({ ...base, choices: [{ index: 0, delta: {}, finish_reason: 'stop' }] })
+        chunk({ ...base, choices: [], usage: { prompt_tokens: 3, completion_tokens: 2, total_tokens: 5 } })
+        res.end('data: [DONE]\n\n')
+      })
+    })
+    await new Promise<void>((r) => this.srv!.listen(0, '127.0.0.1', () => r()))
+    this.port = (this.srv.address() as { port: number }).port
+  }
+  get baseUrl(): string {
+    return `http://127.0.0.1:${this.port}/v1`
+  }
+  stop(): Promise<void> {
+    return new Promise<void>((r) => {
+      if (!this.srv) return r()
+      this.srv.closeAllConnections()
+      this.srv.close(() => r())
+    })
+  }
+}
+
+/** The server with the scenario providers (default model stream/scripted), and more when given; with openai, a provider "fake" of kind openai at its base URL. */
+export async function startServer(extra: string[] = [], more: Record<string, unknown> = {}, openai?: FakeOpenAI): Promise<{ server: ServerProcess; db: Database; configDir: string }> {
   const db = new Database()
   const configDir = join(repo, 'sdk-ts', 'test-results', `config-${process.pid}`)
   mkdirSync(configDir, { recursive: true })
   const all = { ...scripts, ...more }
   for (const [name, script] of Object.entries(all)) writeFileSync(join(configDir, `${name}.json`), JSON.stringify(script))
-  const providers = Object.keys(all).map((name) => ({ name, kind: 'scripted', script: `${name}.json` }))
+  const providers: unknown[] = Object.keys(all).map((name) => ({ name, kind: 'scripted', script: `${name}.json` }))
+  if (openai) providers.push({ name: 'fake', kind: 'openai', baseUrl: openai.baseUrl, models: [{ name: 'gpt-fake', contextWindow: 100000 }] })
   writeFileSync(join(configDir, 'config.json'), JSON.stringify({ providers, default: 'stream/scripted' }))
   const server = await ServerProcess.start({ db, extra: ['--config', join(configDir, 'config.json'), ...extra] })
   return { server, db, configDir }
