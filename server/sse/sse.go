@@ -222,7 +222,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !h.b.OriginAllowed(r) {
-		refuse(w, http.StatusForbidden, 0, "Forbidden: origin not allowed. The SSE protocol sends no CORS headers: serve the page from this server's origin, proxy the requests, or have the operator add the origin to ZIDANE_SERVER_ALLOWED_ORIGINS.")
+		refuse(w, http.StatusForbidden, 0, "Forbidden: origin "+strconv.Quote(r.Header.Get("Origin"))+" not allowed. The SSE protocol sends no CORS headers, so a page reaches it from its own origin only: serve the page from this server, or proxy the requests from the page's origin and have the operator list that origin with --allowed-origin (ZIDANE_SERVER_ALLOWED_ORIGINS; the proxy passes the browser's Origin on).")
 		return
 	}
 	if h.b.Draining() {
@@ -439,7 +439,9 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, c Caller, sessi
 		if p, ok := ParsePosition(last); ok {
 			at = &p
 		} else {
-			reset = protocol.ResumeFailureEpoch // not an id of this server process
+			// Not "<epoch>:<seq>": no position of this server process, so the client hydrates
+			// again, as after a restart (documented in schema/sse.json's stream route).
+			reset = protocol.ResumeFailureEpoch
 		}
 	}
 	sw := &streamWriter{kick: make(chan struct{}, 1), maxRecs: h.cfg.QueueRecords, maxB: h.cfg.QueueBytes}

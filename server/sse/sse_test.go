@@ -1,6 +1,9 @@
 package sse
 
 import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -68,4 +71,24 @@ func TestStreamWriterBounds(t *testing.T) {
 	s = &streamWriter{kick: make(chan struct{}, 1), maxRecs: 10, maxB: 6}
 	assert.True(t, s.push([]byte("abcd")))
 	assert.False(t, s.push([]byte("efg")), "past the byte bound too")
+}
+
+// originRefused is a Backend that allows no Origin; a request it refuses touches nothing else.
+type originRefused struct{ Backend }
+
+func (originRefused) OriginAllowed(*http.Request) bool { return false }
+
+// TestOriginRefusalSaysWhatToDo: another site's Origin gets 403 naming the origin and the one
+// way a proxied page gets in (the allowlist), with the protocol's headers.
+func TestOriginRefusalSaysWhatToDo(t *testing.T) {
+	h := New(Config{BasePath: "/api/chat"}, originRefused{})
+	req := httptest.NewRequest("POST", "/api/chat/sessions", strings.NewReader(`{}`))
+	req.Header.Set("Origin", "https://app.example.com")
+	req.Header.Set("Content-Type", "application/json")
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, req)
+	assert.Equal(t, 403, w.Code)
+	assert.Equal(t, "1", w.Header().Get(protocol.SSEProtocolHeader))
+	assert.Contains(t, w.Body.String(), `\"https://app.example.com\" not allowed`)
+	assert.Contains(t, w.Body.String(), "--allowed-origin")
 }
