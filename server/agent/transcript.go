@@ -76,10 +76,10 @@ type runStart struct {
 type openBlock struct {
 	kind, turnID string
 	text         chunkedText
-	dirty        bool      // grew since its last checkpoint
-	saved        bool      // has a checkpoint row
-	savedLen     int       // the text's length at its last checkpoint
-	savedAt      time.Time // when that checkpoint was taken (zero: none, or it failed)
+	dirty        bool             // grew since its last checkpoint
+	saved        bool             // has a checkpoint row
+	savedLen     int              // the text's length at its last checkpoint
+	savedAt      time.Time        // when that checkpoint was taken (zero: none, or it failed)
 	mark         store.SignalMark // the signal $seq of its last piece (its row's SignalSeq)
 }
 
