@@ -165,6 +165,9 @@ function describeSignal(s: Signal): string {
     case 'prefs:changed':
     case 'settings:changed':
     case 'sidebar:changed':
+    case 'agents:changed':
+    case 'commands:changed':
+    case 'skills:changed':
       return s.kind
     default: {
       const unknownKind: never = s
