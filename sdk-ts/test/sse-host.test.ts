@@ -157,7 +157,7 @@ test('sse host: a stream closes a second after nothing watches it; a watcher wit
   const left = Date.now()
   off()
   let at = await closed
-  assert.ok(at - left >= 950 && at - left < 1600, `closed ${at - left} ms after the last watcher left`)
+  assert.ok(at - left >= 950 && at - left < 2500, `closed ${at - left} ms after the last watcher left`)
   await until(() => host.streamState(s.id) === 'closed', 2000, 'state closed')
 
   // Watched again: the stream opens again; a watcher that comes back within the second keeps the
@@ -174,7 +174,7 @@ test('sse host: a stream closes a second after nothing watches it; a watcher wit
   release2()
   const left2 = Date.now()
   at = await closed
-  assert.ok(at - left2 >= 950 && at - left2 < 1600, `closed ${at - left2} ms after the second watcher left (${at - back} ms after it came)`)
+  assert.ok(at - left2 >= 950 && at - left2 < 2500, `closed ${at - left2} ms after the second watcher left (${at - back} ms after it came)`)
   assert.equal(cp.accepted, accepted, 'the same stream all along: no reconnect')
 })
 

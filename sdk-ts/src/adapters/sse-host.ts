@@ -396,6 +396,8 @@ export function createSseHost(options: SseHostOptions): SseHost {
       c.running = false
       c.abort = undefined
       c.state = 'closed'
+      // Watched again while the loop was stopping (after the abort, before here): start over.
+      if (wanted()) start(sessionId, c)
     }
   }
 
