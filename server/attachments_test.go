@@ -3,6 +3,7 @@ package server
 import (
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -169,6 +170,7 @@ func TestAttachmentBoundsRefused(t *testing.T) {
 	}
 	big := make([]byte, agent.MaxAttachmentBytes+1)
 	part := make([]byte, agent.MaxAttachmentBytes)
+	copy(part, pngBytes(t)) // a PNG's signature first: the bytes are sniffed against the type
 	for _, tc := range []struct {
 		name    string
 		as      []protocol.Attachment
@@ -185,6 +187,8 @@ func TestAttachmentBoundsRefused(t *testing.T) {
 		{"types differ", []protocol.Attachment{{Name: "a.png", MediaType: "image/png", Data: dataURL("image/jpeg", pngBytes(t))}}, "/attachments/0/data", `"image/jpeg" is not the mediaType`},
 		{"text not UTF-8", []protocol.Attachment{{Name: "a.txt", MediaType: "text/plain", Data: dataURL("text/plain", []byte{0xff, 0xfe, 'a'})}}, "/attachments/0/data", "UTF-8"},
 		{"empty", []protocol.Attachment{{Name: "a.txt", MediaType: "text/plain", Data: "data:text/plain;base64,"}}, "/attachments/0/data", "empty"},
+		{"bytes not of the type", []protocol.Attachment{{Name: "a.png", MediaType: "image/png", Data: dataURL("image/png", []byte("<html><script>alert(1)</script>"))}}, "/attachments/0/data", "the bytes are not image/png"},
+		{"text with NUL", []protocol.Attachment{{Name: "a.txt", MediaType: "text/plain", Data: dataURL("text/plain", []byte("a\x00b"))}}, "/attachments/0/data", "NUL"},
 		{"name with a newline", []protocol.Attachment{{Name: "a\nb.png", MediaType: "image/png", Data: img.Data}}, "/attachments/0/name", "name"},
 	} {
 		m := c.sendWith(sid, "Look.", tc.as)
@@ -193,5 +197,8 @@ func TestAttachmentBoundsRefused(t *testing.T) {
 		assert.Equal(t, tc.pointer, er["data"].(map[string]any)["pointer"], tc.name)
 		assert.Contains(t, er["message"], tc.says, tc.name)
 	}
+	m := c.call("chat.send", fmt.Sprintf(`{"sessionId":%q,"prompt":"a\u0000b"}`, sid))
+	require.Equal(t, protocol.CodeInvalidParams, errCode(m), "a NUL in the prompt: %v", m)
+	assert.Equal(t, "/prompt", m["error"].(map[string]any)["data"].(map[string]any)["pointer"])
 	assert.Empty(t, c.events(sid), "nothing of a refused prompt is kept")
 }

@@ -1,9 +1,11 @@
 package agent
 
 import (
+	"bytes"
 	"encoding/base64"
 	"fmt"
 	"mime"
+	"net/http"
 	"strings"
 	"unicode/utf8"
 
@@ -116,6 +118,16 @@ func decodeAttachment(a protocol.Attachment) (string, []byte, *attachErr) {
 	}
 	if kind == kindText && !utf8.Valid(data) {
 		return "", nil, &attachErr{"/data", "a text file must be UTF-8; convert it, or send it as an image if it is one."}
+	}
+	if kind == kindText && bytes.IndexByte(data, 0) >= 0 {
+		return "", nil, &attachErr{"/data", "a text file may not hold NUL bytes (it looks like a binary file); send a text file or an image."}
+	}
+	if kind == kindImage {
+		// The bytes must be what the type says: a provider given a mislabelled image fails the
+		// whole turn, and a client showing it trusts the type.
+		if got := http.DetectContentType(data); got != mt {
+			return "", nil, &attachErr{"/data", fmt.Sprintf("the bytes are not %s (they look like %s); send the file with its real type.", mt, got)}
+		}
 	}
 	return kind, data, nil
 }
