@@ -48,6 +48,10 @@ func agentErr(err error) error {
 	if errors.As(err, &rf) {
 		return protocol.NewHandlerFailedError(rf.Message)
 	}
+	var bad *agent.InvalidAnswer
+	if errors.As(err, &bad) {
+		return protocol.NewInvalidParamsError(bad.Message, &protocol.InvalidParamsErrorData{Pointer: bad.Pointer})
+	}
 	return storeErr(err, "")
 }
 

@@ -18,7 +18,7 @@ func (h interactionsHandler) Answer(ctx context.Context, p *protocol.Interaction
 	}
 	var a *protocol.InteractionAnswer
 	if p.Answer != nil {
-		a = &protocol.InteractionAnswer{Choices: p.Answer.Choices, Text: p.Answer.Text}
+		a = &protocol.InteractionAnswer{Choices: p.Answer.Choices, Text: p.Answer.Text, Action: p.Answer.Action, Values: p.Answer.Values}
 		if a.Choices == nil {
 			a.Choices = []string{}
 		}

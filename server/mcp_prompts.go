@@ -115,17 +115,53 @@ func (s *Server) mcpPromptText(ctx context.Context, root, name, args string) (te
 					b.WriteString(c.Text)
 				case *sdk.EmbeddedResource:
 					if c.Resource != nil {
-						fmt.Fprintf(&b, "[resource %s]\n%s", c.Resource.URI, c.Resource.Text)
+						writeResource(&b, c.Resource)
+					}
+				case *sdk.ResourceLink:
+					// A prompt may attach a resource by link: read now, its contents become the
+					// prompt's context like an embedded one.
+					rctx, rcancel := context.WithTimeout(ctx, mcpPromptTimeout)
+					rr, rerr := proc.ReadResource(rctx, c.URI)
+					rcancel()
+					if rerr != nil {
+						return "", true, protocol.NewHandlerFailedError(fmt.Sprintf("MCP server %q: the prompt %s attaches the resource %s, which could not be read: %v", srv.Name, pr.Name, c.URI, rerr))
+					}
+					for i, rc := range rr.Contents {
+						if i > 0 {
+							b.WriteString("\n\n")
+						}
+						writeResource(&b, rc)
 					}
 				default:
 					fmt.Fprintf(&b, "[%T content of the prompt not shown]", c)
 				}
+			}
+			if b.Len() > maxPromptBytes {
+				return "", true, protocol.NewInvalidParamsError(fmt.Sprintf("params/command: %q makes a prompt of %d bytes (with its resources), over the 1 MiB a prompt may have.", name, b.Len()), &protocol.InvalidParamsErrorData{Pointer: "/command"})
 			}
 			return b.String(), true, nil
 		}
 		cancel()
 	}
 	return "", false, nil
+}
+
+// maxPromptBytes bounds a prompt a command makes (1 MiB, as chat.send's).
+const maxPromptBytes = 1 << 20
+
+// writeResource renders a resource a prompt attaches: a header naming it, then its text; a
+// binary one is named with its type and size, its bytes not shown.
+func writeResource(b *strings.Builder, r *sdk.ResourceContents) {
+	fmt.Fprintf(b, "[resource %s", r.URI)
+	if r.MIMEType != "" {
+		fmt.Fprintf(b, " (%s)", r.MIMEType)
+	}
+	if r.Text == "" && len(r.Blob) > 0 {
+		fmt.Fprintf(b, ": %d bytes of binary content, not shown]", len(r.Blob))
+		return
+	}
+	b.WriteString("]\n")
+	b.WriteString(r.Text)
 }
 
 func argNames(pr *sdk.Prompt) string {

@@ -27,30 +27,7 @@ type toolResult struct {
 // second connection, until the run ends; it returns the run's tool results by call id.
 func promptAllowing(t *testing.T, c, approver *testConn, sid, prompt string) map[string]toolResult {
 	t.Helper()
-	c.result("chat.send", fmt.Sprintf(`{"sessionId":%q,"prompt":%q}`, sid, prompt))
-	out := map[string]toolResult{}
-	for {
-		s := c.nextSignal()
-		if s.session != sid {
-			continue
-		}
-		p := decodeObj(t, s.raw)["params"].(map[string]any)
-		switch s.kind {
-		case "approval:request":
-			req := p["request"].(map[string]any)
-			approver.result("approvals.answer", fmt.Sprintf(`{"sessionId":%q,"requestId":%q,"decision":"allow"}`, sid, req["requestId"]))
-		case "event":
-			ev := p["event"].(map[string]any)
-			if ev["kind"] == "tool-result" {
-				r := toolResult{text: ev["text"].(string)}
-				r.isError, _ = ev["isError"].(bool)
-				r.sandbox, _ = ev["sandbox"].(string)
-				out[ev["callId"].(string)] = r
-			}
-		case "run:end":
-			return out
-		}
-	}
+	return promptAnswering(t, c, approver, sid, prompt, nil)
 }
 
 // TestAgentExecUnderTheSessionSandbox: end to end through the agent (scripted model, approvals

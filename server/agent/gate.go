@@ -350,8 +350,23 @@ func (g *Gate) Waiting() map[string]bool {
 // withdrawn when ctx ended (the error is then ctx's). interaction:resolved is published in every
 // case.
 func (g *Gate) Ask(ctx context.Context, req protocol.InteractionRequest, origin Origin) (*protocol.InteractionAnswer, error) {
+	o, err := g.ask(ctx, req, origin, 0)
+	return o.answer, err
+}
+
+// ask is Ask with an expiry (0: none): past it the request resolves as expired.
+func (g *Gate) ask(ctx context.Context, req protocol.InteractionRequest, origin Origin, expire time.Duration) (questionOutcome, error) {
+	now := g.now()
 	req.RequestID = uuid.NewString()
-	req.CreatedAt = g.now().UnixMilli()
+	req.CreatedAt = now.UnixMilli()
+	var expired <-chan time.Time
+	if expire > 0 {
+		at := now.Add(expire).UnixMilli()
+		req.ExpiresAt = &at
+		t := time.NewTimer(expire)
+		defer t.Stop()
+		expired = t.C
+	}
 	if req.Options == nil {
 		req.Options = []string{}
 	}
@@ -368,21 +383,24 @@ func (g *Gate) Ask(ctx context.Context, req protocol.InteractionRequest, origin 
 		g.publish(&protocol.InteractionRequestSignal{SessionID: sessionID, RunID: runID, ChildSessionID: child, Request: req}, origin)
 	})
 	g.rep.RunningChanged()
+	res := protocol.InteractionResolutionWithdrawn
 	select {
 	case o := <-q.done:
-		return o.answer, nil
+		return o, nil
+	case <-expired:
+		res = protocol.InteractionResolutionExpired
 	case <-ctx.Done():
-		g.mu.Lock()
-		_, mine := g.questions[req.RequestID]
-		delete(g.questions, req.RequestID)
-		g.mu.Unlock()
-		if mine {
-			g.questionResolved(q, questionOutcome{res: protocol.InteractionResolutionWithdrawn}, "")
-			return nil, ctx.Err()
-		}
-		o := <-q.done
-		return o.answer, nil
 	}
+	g.mu.Lock()
+	_, mine := g.questions[req.RequestID]
+	delete(g.questions, req.RequestID)
+	g.mu.Unlock()
+	if mine {
+		o := questionOutcome{res: res}
+		g.questionResolved(q, o, "")
+		return o, ctx.Err()
+	}
+	return <-q.done, nil // answered first: the answer stands
 }
 
 func (g *Gate) questionResolved(q *pendingQuestion, o questionOutcome, by string) {
@@ -402,7 +420,8 @@ func (g *Gate) questionResolved(q *pendingQuestion, o questionOutcome, by string
 
 // AnswerQuestion resolves the pending question requestID of sessionID with answer (nil =
 // dismissed), as actor. Choices must be among the options (one unless multiple), text needs
-// allowText. A question that is not pending, or an answer that does not fit it, is a *Refusal.
+// allowText. A question that is not pending, or an answer that does not fit it, is a *Refusal;
+// an elicitation's answer whose action or values do not fit its form is an *InvalidAnswer.
 func (g *Gate) AnswerQuestion(sessionID, requestID string, answer *protocol.InteractionAnswer, actor string) error {
 	g.mu.Lock()
 	q := g.questions[requestID]
@@ -410,7 +429,18 @@ func (g *Gate) AnswerQuestion(sessionID, requestID string, answer *protocol.Inte
 		g.mu.Unlock()
 		return &Refusal{Message: fmt.Sprintf("Question %q of session %q is not pending (it was answered, dismissed or withdrawn); list the pending ones with interactions.list.", requestID, sessionID)}
 	}
-	if answer != nil {
+	if q.req.Elicitation != nil {
+		a, err := fitsElicitation(*q.req.Elicitation, answer)
+		if err != nil {
+			g.mu.Unlock()
+			return err
+		}
+		answer = a
+	} else if answer != nil {
+		if answer.Action != nil || len(answer.Values) > 0 {
+			g.mu.Unlock()
+			return &InvalidAnswer{Pointer: "/answer", Message: "This request is a question, not an elicitation: answer with choices or text, without action or values."}
+		}
 		if err := fits(q.req, answer); err != nil {
 			g.mu.Unlock()
 			return err

@@ -127,3 +127,39 @@ func TestMCPEverythingStreamableHTTP(t *testing.T) {
 	p := m.Proc(mcp.Server{Name: "everything", Config: c, Hash: mcp.Hash("everything", c)}, mcp.Use{})
 	exerciseEverything(t, p)
 }
+
+type ctxMark struct{}
+
+// TestMCPEverythingElicitationAndSampling: the reference server's trigger-elicitation-request
+// (a 2025-11-25 style server-to-client request, not in the call's own context) reaches the
+// Elicit hook in the context of the tool call that caused it, and its answer reaches the
+// server; its sampling tool is offered only when the Sample hook is set (sampling enabled).
+func TestMCPEverythingElicitationAndSampling(t *testing.T) {
+	bin := everythingBin(t)
+	var got *sdk.ElicitParams
+	var marked bool
+	m := mcp.NewManager(mcp.Options{ConnectTimeout: 30 * time.Second,
+		Elicit: func(ctx context.Context, server string, p *sdk.ElicitParams) (*sdk.ElicitResult, error) {
+			got, marked = p, ctx.Value(ctxMark{}) == "the call"
+			return &sdk.ElicitResult{Action: "accept", Content: map[string]any{"name": "Ada Lovelace"}}, nil
+		}})
+	t.Cleanup(m.Close)
+	c := mcp.Config{Command: "node", Args: []string{bin, "stdio"}}
+	p := m.Proc(mcp.Server{Name: "everything", Config: c, Hash: mcp.Hash("everything", c)}, mcp.Use{ProjectRoot: t.TempDir()})
+	ctx, cancel := context.WithTimeout(context.WithValue(context.Background(), ctxMark{}, "the call"), 60*time.Second)
+	defer cancel()
+	ts, err := p.Tools(ctx)
+	require.NoError(t, err)
+	var names []string
+	for _, tl := range ts {
+		names = append(names, tl.Name)
+	}
+	require.Contains(t, names, "trigger-elicitation-request", "offered to a client that advertises elicitation")
+	assert.NotContains(t, names, "trigger-sampling-request", "sampling is not advertised unless enabled")
+	res, err := p.CallTool(ctx, "trigger-elicitation-request", map[string]any{})
+	require.NoError(t, err)
+	require.NotNil(t, got, "the hook was asked")
+	assert.True(t, marked, "asked in the tool call's context")
+	assert.NotNil(t, got.RequestedSchema, "a form (mode absent: form)")
+	assert.Contains(t, mcp.Render(res).Text, "Ada Lovelace")
+}

@@ -74,6 +74,12 @@ type Options struct {
 	// Sharing, when set, is the mcpSharing setting (settings group): nil, each server's own
 	// shared applies; non-nil, it wins over every server's (Manager.Shared).
 	Sharing func() *bool
+	// Elicit answers the servers' elicitation requests during tool calls (nil: elicitation is
+	// not advertised and servers cannot elicit).
+	Elicit ElicitFunc
+	// Sample answers sampling/createMessage; nil (the default: the operator has not enabled
+	// sampling) advertises no sampling capability, and a server's request is refused.
+	Sample SampleFunc
 	// ProtocolVersion pins the version the client asks for ("": the newest the SDK speaks,
 	// 2026-07-28, falling back to 2025-11-25).
 	ProtocolVersion string
@@ -344,6 +350,7 @@ type Proc struct {
 	srv    Server
 	use    Use
 	stderr *ring
+	calls  calls
 
 	mu         sync.Mutex
 	cs         *sdk.ClientSession
@@ -553,11 +560,11 @@ func (p *Proc) connect(ctx context.Context) (*sdk.ClientSession, error) {
 		}
 		t = &sdk.CommandTransport{Command: cmd, TerminateDuration: time.Second}
 	}
-	client := sdk.NewClient(&sdk.Implementation{Name: "zidane-server", Version: "1"}, &sdk.ClientOptions{
-		Logger:                 nil,
-		Capabilities:           &sdk.ClientCapabilities{},
+	copts := &sdk.ClientOptions{
 		ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) { p.markToolsStale() },
-	})
+	}
+	p.clientOptions(copts)
+	client := sdk.NewClient(&sdk.Implementation{Name: "zidane-server", Version: "1"}, copts)
 	var so *sdk.ClientSessionOptions
 	if v := p.m.o.ProtocolVersion; v != "" {
 		so = &sdk.ClientSessionOptions{ProtocolVersion: v}
@@ -630,12 +637,16 @@ func (p *Proc) LastTools() []*sdk.Tool {
 }
 
 // CallTool calls a tool. When the process dies during the call the error says so (the call is
-// not retried: it may have had effects) and the supervisor restarts it.
+// not retried: it may have had effects) and the supervisor restarts it. The server's
+// elicitation and sampling requests during the call are answered in ctx (Options.Elicit,
+// Options.Sample).
 func (p *Proc) CallTool(ctx context.Context, name string, args any) (*sdk.CallToolResult, error) {
 	cs, err := p.Session(ctx)
 	if err != nil {
 		return nil, err
 	}
+	ctx, done := p.calls.add(ctx)
+	defer done()
 	res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: name, Arguments: args})
 	if err != nil && ctx.Err() == nil && (errors.Is(err, sdk.ErrConnectionClosed) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)) {
 		p.lost(cs, err)

@@ -1,18 +1,24 @@
 // Package mcptest is an MCP server built with the official Go SDK for the tests of issue 23: the
 // same server serves stdio (the test binary run again as a helper process, ServeIfAsked) and
 // streamable HTTP (Handler, for httptest). Its tools: echo, image, structured, readfile, dial,
-// add_tool (adds a tool, which notifies tools/list_changed) and die (the process exits mid-call);
-// its resource test://hello and its prompt greet.
+// add_tool (adds a tool, which notifies tools/list_changed), die (the process exits mid-call),
+// elicit_form and elicit_url (ask the client for an elicitation, form or URL mode, and report
+// the answer) and sample (asks the client for a sampling/createMessage and reports it); its
+// resource test://hello and its prompts greet and hello_resource (a message embedding
+// test://hello and a resource link to it).
 package mcptest
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/zidane-server/zidane/protocol"
 )
 
 // EnvServe is the environment variable that makes a test binary serve MCP on stdio (ServeIfAsked).
@@ -75,6 +81,30 @@ type sumIn struct {
 	B int `json:"b"`
 }
 
+// FormMessage is elicit_form's message.
+const FormMessage = "Tell the test server about you."
+
+// ElicitURL is elicit_url's address.
+const ElicitURL = "https://auth.example.test/connect?session=1"
+
+// FormSchema is elicit_form's requested schema: name (string, required), age (integer 0..150),
+// color (enum red, green, blue) and subscribe (boolean).
+func FormSchema() map[string]any {
+	return map[string]any{"type": "object", "required": []string{"name"}, "properties": map[string]any{
+		"name":      map[string]any{"type": "string", "title": "Name", "minLength": 1},
+		"age":       map[string]any{"type": "integer", "title": "Age", "minimum": 0, "maximum": 150},
+		"color":     map[string]any{"type": "string", "title": "Color", "enum": []string{"red", "green", "blue"}},
+		"subscribe": map[string]any{"type": "boolean", "title": "Subscribe"},
+	}}
+}
+
+// ElicitReport is what elicit_form and elicit_url answer: the action and the content as JSON,
+// e.g. `elicit: accept {"name":"Ada"}`.
+func ElicitReport(r *sdk.ElicitResult) string {
+	b, _ := protocol.Marshal(r.Content)
+	return "elicit: " + r.Action + " " + string(b)
+}
+
 // PNG is a 1×1 PNG the image tool returns.
 var PNG = []byte("\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x06\x00\x00\x00\x1f\x15\xc4\x89\x00\x00\x00\rIDATx\x9cc\xf8\x0f\x00\x00\x01\x01\x00\x05\x18\xd8N\x00\x00\x00\x00IEND\xaeB`\x82")
 
@@ -131,6 +161,42 @@ func New() *sdk.Server {
 			os.Stderr.WriteString("mcptest: dying as asked\n")
 			os.Exit(3)
 			return nil, nil, nil
+		})
+	sdk.AddTool(s, &sdk.Tool{Name: "elicit_form", Description: "Ask the user for a form (name, age, color, subscribe) and report the answer."},
+		func(_ context.Context, req *sdk.CallToolRequest, _ struct{}) (*sdk.CallToolResult, any, error) {
+			if r, ok := req.Params.InputResponses["form"].(*sdk.ElicitResult); ok {
+				return text(ElicitReport(r)), nil, nil
+			}
+			return &sdk.CallToolResult{InputRequests: sdk.InputRequestMap{"form": &sdk.ElicitParams{Mode: "form", Message: FormMessage, RequestedSchema: FormSchema()}}}, nil, nil
+		})
+	sdk.AddTool(s, &sdk.Tool{Name: "elicit_url", Description: "Ask the user to open an address and report the answer."},
+		func(_ context.Context, req *sdk.CallToolRequest, _ struct{}) (*sdk.CallToolResult, any, error) {
+			if r, ok := req.Params.InputResponses["url"].(*sdk.ElicitResult); ok {
+				return text(ElicitReport(r)), nil, nil
+			}
+			return &sdk.CallToolResult{InputRequests: sdk.InputRequestMap{"url": &sdk.ElicitParams{Mode: "url", Message: "Sign in to the test service.", URL: ElicitURL, ElicitationID: "el-1"}}}, nil, nil
+		})
+	sdk.AddTool(s, &sdk.Tool{Name: "sample", Description: "Ask the client's model (sampling/createMessage) and report its answer."},
+		func(_ context.Context, req *sdk.CallToolRequest, in textIn) (*sdk.CallToolResult, any, error) {
+			if r, ok := req.Params.InputResponses["sample"].(*sdk.CreateMessageWithToolsResult); ok {
+				var parts []string
+				for _, c := range r.Content {
+					if t, ok := c.(*sdk.TextContent); ok {
+						parts = append(parts, t.Text)
+					}
+				}
+				return text(fmt.Sprintf("sampled (%s): %v", r.Model, parts)), nil, nil
+			}
+			return &sdk.CallToolResult{InputRequests: sdk.InputRequestMap{"sample": &sdk.CreateMessageParams{MaxTokens: 50,
+				Messages: []*sdk.SamplingMessage{{Role: "user", Content: &sdk.TextContent{Text: in.Text}}}}}}, nil, nil
+		})
+	s.AddPrompt(&sdk.Prompt{Name: "hello_resource", Description: "A prompt that attaches the resource test://hello."},
+		func(_ context.Context, _ *sdk.GetPromptRequest) (*sdk.GetPromptResult, error) {
+			return &sdk.GetPromptResult{Messages: []*sdk.PromptMessage{
+				{Role: "user", Content: &sdk.TextContent{Text: "Summarize the attached resource."}},
+				{Role: "user", Content: &sdk.EmbeddedResource{Resource: &sdk.ResourceContents{URI: "test://hello", MIMEType: "text/plain", Text: HelloText}}},
+				{Role: "user", Content: &sdk.ResourceLink{URI: "test://hello", Name: "hello", MIMEType: "text/plain"}},
+			}}, nil
 		})
 	s.AddResource(&sdk.Resource{URI: "test://hello", Name: "hello", MIMEType: "text/plain"},
 		func(_ context.Context, req *sdk.ReadResourceRequest) (*sdk.ReadResourceResult, error) {
