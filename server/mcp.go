@@ -30,7 +30,7 @@ func (s *Server) newMCP() {
 			}
 			return st.McpSharing
 		},
-		Elicit:   s.tools.Elicit,
+		Elicit: s.tools.Elicit,
 		OAuth: func(name string) auth.OAuthHandler {
 			if s.oauth == nil {
 				return nil
