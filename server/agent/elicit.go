@@ -36,8 +36,8 @@ func (e *InvalidAnswer) Error() string { return e.Message }
 // server's elicitation or sampling request during the call is asked in its session and run.
 type hostCallKey struct{}
 
-func withHostCall(ctx context.Context, tc HostCall) context.Context {
-	return context.WithValue(withParent(ctx, tc.Session), hostCallKey{}, tc)
+func (h *ToolHost) withHostCall(ctx context.Context, tc HostCall) context.Context {
+	return context.WithValue(h.Gate.withParent(ctx, tc.Session), hostCallKey{}, tc)
 }
 
 func hostCallOf(ctx context.Context) (HostCall, bool) {

@@ -27,7 +27,7 @@ func TestElicitExpiryCancelAndSubagent(t *testing.T) {
 	_, err := f.host.Elicit(context.Background(), "srv", form)
 	assert.ErrorContains(t, err, "only during a call")
 
-	res, err := f.host.Elicit(withHostCall(context.Background(), tc), "srv", form)
+	res, err := f.host.Elicit(f.host.withHostCall(context.Background(), tc), "srv", form)
 	require.NoError(t, err)
 	assert.Equal(t, "cancel", res.Action)
 	assert.Equal(t, protocol.InteractionResolutionExpired, waitFor[*protocol.InteractionResolvedSignal](t, f.rec).Resolution)
@@ -36,14 +36,14 @@ func TestElicitExpiryCancelAndSubagent(t *testing.T) {
 	f.host.Gate = f.gate
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan *sdk.ElicitResult, 1)
-	go func() { r, _ := f.host.Elicit(withHostCall(ctx, tc), "srv", form); done <- r }()
+	go func() { r, _ := f.host.Elicit(f.host.withHostCall(ctx, tc), "srv", form); done <- r }()
 	require.Eventually(t, func() bool { return len(f.gate.PendingQuestions(f.sess.ID)) == 1 }, 5*time.Second, 5*time.Millisecond)
 	cancel()
 	assert.Equal(t, "cancel", (<-done).Action)
 
 	child := tc
 	child.Session.ParentSessionID, child.Session.ParentRunID = "parent-session", "parent-run"
-	go func() { r, _ := f.host.Elicit(withHostCall(context.Background(), child), "srv", form); done <- r }()
+	go func() { r, _ := f.host.Elicit(f.host.withHostCall(context.Background(), child), "srv", form); done <- r }()
 	var q []protocol.InteractionRequest
 	require.Eventually(t, func() bool { q = f.gate.PendingQuestions("parent-session"); return len(q) == 1 }, 5*time.Second, 5*time.Millisecond)
 	require.NotNil(t, q[0].ParentSessionID)

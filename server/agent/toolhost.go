@@ -253,7 +253,7 @@ func (h *ToolHost) gateAndRun(ctx context.Context, tc HostCall, tool tools.Tool,
 		}
 	}
 	if kind == tools.KindMCP {
-		ctx = withHostCall(ctx, tc) // the server's elicitations during the call ask this session
+		ctx = h.withHostCall(ctx, tc) // the server's elicitations during the call ask this session
 	}
 	res, err := tool.Run(ctx, env, input)
 	if res == nil {
