@@ -9,6 +9,10 @@ import { createRequire } from 'node:module'
 import { join } from 'node:path'
 import { after, before, describe, test } from 'node:test'
 import type { Browser, BrowserContext, Page } from 'playwright-core'
+import type http from 'node:http'
+import { WebSocket } from 'ws'
+import { createServerClient, type WebSocketConstructor } from '../src/client/index.js'
+import { createSseHandler, toNodeHandler } from '../src/server/index.js'
 import type { Database, ServerProcess } from '../test/helpers/server.js'
 import { exactCommand, exampleDir, FakeOpenAI, freePort, launchBrowser, serveStatic, sseExampleDir, shotsDir, startServer, streamPieces } from './harness.js'
 
@@ -418,9 +422,8 @@ describe('web app in Chromium', () => {
     problems.length = 0 // the refused socket logs a console error
   })
 
-  test('the components on createSseHost (examples/ui-sse): a prompt streams over the SSE protocol', async () => {
-    const port = await freePort()
-    const stop = await serveStatic(port, sseExampleDir, { prefix: '/api/chat/', port: server.port })
+  /** The ui-sse page at url: a new session, a prompt, and its pieces arriving one by one. */
+  async function sseStreams(url: string): Promise<void> {
     const p = await context.newPage()
     const seen: string[] = []
     p.on('pageerror', (e) => seen.push(e.message))
@@ -429,7 +432,7 @@ describe('web app in Chromium', () => {
     })
     p.on('websocket', (w) => seen.push(`websocket: ${w.url()}`))
     try {
-      await p.goto(`http://127.0.0.1:${port}/#token=${server.mintToken('ui-sse')}`)
+      await p.goto(url)
       await p.getByRole('button', { name: 'New session' }).first().click()
       await composer(p).fill('Stream over SSE.')
       await composer(p).press('Enter')
@@ -441,6 +444,30 @@ describe('web app in Chromium', () => {
       assert.deepEqual(seen, [])
     } finally {
       await p.close()
+    }
+  }
+
+  test('the components on createSseHost (examples/ui-sse) on zidane-server\'s /api/chat: a prompt streams', async () => {
+    const port = await freePort()
+    const stop = await serveStatic(port, sseExampleDir, { prefix: '/api/chat/', port: server.port })
+    try {
+      await sseStreams(`http://127.0.0.1:${port}/#token=${server.mintToken('ui-sse')}`)
+    } finally {
+      await stop()
+    }
+  })
+
+  test('examples/ui-sse served with the Node bridge (createSseHandler on node:http, the token on the server side): a prompt streams', async () => {
+    const client = createServerClient({ url: server.url, token: server.mintToken('ui-sse-bridge'), WebSocket: WebSocket as unknown as WebSocketConstructor, appVersion: 'ui-sse-bridge' })
+    await client.ready
+    const handler = createSseHandler({ server: client, cwd: '', authorize: () => 'page-user', logger: { warn: () => {} } })
+    const port = await freePort()
+    const stop = await serveStatic(port, sseExampleDir, { prefix: '/api/chat/', handle: toNodeHandler(handler) as unknown as http.RequestListener })
+    try {
+      await sseStreams(`http://127.0.0.1:${port}/`)
+    } finally {
+      handler.close()
+      client.close()
       await stop()
     }
   })

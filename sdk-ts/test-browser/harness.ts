@@ -133,12 +133,15 @@ const types: Record<string, string> = { '.html': 'text/html', '.js': 'text/javas
 export const sseExampleDir = join(repo, 'sdk-ts', 'test-results', 'ui-sse')
 
 /**
- * A static server of a built page (the examples). With proxy, requests below proxy.prefix are
- * forwarded as they are (headers, body, a streamed answer) to 127.0.0.1:proxy.port, so the page and
- * the SSE protocol share one origin as the seed asks.
+ * A static server of a built page (the examples). With api, requests below api.prefix go to
+ * api.handle (a node:http handler: the Node bridge through toNodeHandler), or are forwarded as they
+ * are (headers, body, a streamed answer) to 127.0.0.1:api.port, so the page and the SSE protocol
+ * share one origin as the seed asks.
  */
-export async function serveStatic(port: number, root: string, proxy?: { prefix: string; port: number }): Promise<() => Promise<void>> {
+export async function serveStatic(port: number, root: string, api?: { prefix: string; port: number } | { prefix: string; handle: http.RequestListener }): Promise<() => Promise<void>> {
   const srv = http.createServer((req, res) => {
+    if (api && 'handle' in api && (req.url ?? '').startsWith(api.prefix)) return void api.handle(req, res)
+    const proxy = api && 'port' in api ? api : undefined
     if (proxy && (req.url ?? '').startsWith(proxy.prefix)) {
       const up = http.request({ host: '127.0.0.1', port: proxy.port, method: req.method, path: req.url, headers: req.headers }, (ur) => {
         res.writeHead(ur.statusCode ?? 502, ur.headers)
