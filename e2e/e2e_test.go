@@ -99,6 +99,7 @@ func (s *syncBuf) String() string {
 }
 
 type serverOpts struct {
+	bin     string // "" = the binary TestMain built
 	dbURL   string // "" = managed Postgres under dataDir
 	dataDir string // "" = a fresh temp dir
 	root    string // "" = a fresh temp dir; "-" = no --workspace-root flag
@@ -173,7 +174,11 @@ func startServer(t *testing.T, o serverOpts) *serverProc {
 		args = append(args, "--workspace-root", o.root)
 	}
 	args = append(args, o.extra...)
-	s.cmd = exec.Command(serverBin, args...)
+	bin := serverBin
+	if o.bin != "" {
+		bin = o.bin
+	}
+	s.cmd = exec.Command(bin, args...)
 	s.cmd.Env = env(o.noDBEnv, o.env...)
 	s.cmd.Stdout, s.cmd.Stderr = s.stdout, s.stderr
 	s.cmd.ExtraFiles = o.files

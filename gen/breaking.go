@@ -43,7 +43,7 @@ func Breaking(oldBundle, newBundle []byte) ([]string, error) {
 	}
 	ov, nv, nmin := int(num(o["protocolVersion"])), int(num(n["protocolVersion"])), int(num(n["minProtocolVersion"]))
 	if nv > ov && nmin <= ov {
-		return nil, nil
+		return removals(o, n, ov, nv), nil
 	}
 	if nv > ov {
 		return []string{fmt.Sprintf("protocolVersion %d with minProtocolVersion %d drops the released v%d from the range: apps built against it could no longer attach; keep minProtocolVersion ≤ %d in schema/protocol.json", nv, nmin, ov, ov)}, nil
@@ -96,6 +96,32 @@ func Breaking(oldBundle, newBundle []byte) ([]string, error) {
 	}
 	sort.Strings(out)
 	return out, nil
+}
+
+// removals lists, for a raised protocolVersion nv, what still breaks v<ov> connections: a released
+// method or signal deleted from the schema (it stays, marked removedIn, so they keep it), and a
+// method marked removedIn that the release did not deprecate (a deprecated element stays at least
+// one release).
+func removals(o, n map[string]any, ov, nv int) []string {
+	var out []string
+	om, nm := asMap(o["methods"]), asMap(n["methods"])
+	for _, name := range keys(om) {
+		nmeth, ok := nm[name]
+		if !ok {
+			out = append(out, fmt.Sprintf("method %s was removed: released in v%d, it stays in the schema marked removedIn: %d (with its deprecated text) so v%d connections keep it; the dispatch offers it only to them", name, ov, nv, ov))
+			continue
+		}
+		if num(asMap(nmeth)["removedIn"]) > 0 && asMap(om[name])["deprecated"] == nil {
+			out = append(out, fmt.Sprintf("method %s is marked removedIn but release v%d did not deprecate it: a deprecated method stays at least one release; drop removedIn, keep deprecated, and remove it in the version after the next release", name, ov))
+		}
+	}
+	os, ns := asMap(o["signals"]), asMap(n["signals"])
+	for _, k := range keys(os) {
+		if _, ok := ns[k]; !ok {
+			out = append(out, fmt.Sprintf("signal %s was removed: released in v%d, it stays in the schema so v%d clients keep receiving what they know", k, ov, ov))
+		}
+	}
+	return out
 }
 
 // compareSchema compares two schemas of the same element; params=true also refuses new required members.

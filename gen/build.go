@@ -169,6 +169,18 @@ func (l *loader) method(g *Group, fn, name string, n *node) *Method {
 	if m.Since > l.p.Version {
 		l.fail(where+"/since", "since %d is above protocolVersion %d", m.Since, l.p.Version)
 	}
+	if m.RemovedIn = n.getInt("removedIn"); m.RemovedIn != 0 {
+		switch {
+		case m.RemovedIn <= m.Since:
+			l.fail(where+"/removedIn", "removedIn %d is not after since %d", m.RemovedIn, m.Since)
+		case m.RemovedIn > l.p.Version:
+			l.fail(where+"/removedIn", "removedIn %d is above protocolVersion %d; raise protocolVersion to %d in schema/protocol.json", m.RemovedIn, l.p.Version, m.RemovedIn)
+		case m.RemovedIn <= l.p.MinVersion:
+			l.fail(where+"/removedIn", "removedIn %d is not above minProtocolVersion %d: no connection can negotiate a version that has it; delete the method from the schema", m.RemovedIn, l.p.MinVersion)
+		case m.Deprecated == "":
+			l.fail(where+"/removedIn", "a removed method keeps its deprecated text (what to use instead)")
+		}
+	}
 	l.claim("Method"+m.GoName, where)
 	l.claim(goName(g.Name)+"Handler."+m.HandlerName, where)
 	m.Params = l.typ(n.get("params"), fn, where+"/params", m.GoName+"Params", true)

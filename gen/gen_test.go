@@ -432,7 +432,9 @@ func TestBreakingChanges(t *testing.T) {
 		assert.Contains(t, strings.Join(out, "\n"), "enum value GHz is new but has no since")
 	})
 	t.Run("bumped version allows breaks", func(t *testing.T) {
-		files := edit(t, "things.json", func(m map[string]any) { delete(obj(m, "methods"), "things.clear") })
+		files := edit(t, "things.json", func(m map[string]any) {
+			obj(m, "methods", "things.put", "params", "properties", "ratio")["type"] = "string"
+		})
 		var pm map[string]any
 		require.NoError(t, json.Unmarshal(files["protocol.json"], &pm))
 		pm["protocolVersion"] = 17

@@ -67,9 +67,12 @@ type Method struct {
 	Summary, Description, Scope      string
 	Since                            int
 	Deprecated                       string
-	Experimental                     bool
-	Params, Result                   *Type
-	Errors                           []*ErrorDef
+	// RemovedIn is removedIn: the protocol version the method was removed in (0 while it is not);
+	// the dispatch serves it only to connections that negotiated a lower version.
+	RemovedIn      int
+	Experimental   bool
+	Params, Result *Type
+	Errors         []*ErrorDef
 	// Audited is x-audit: every call is recorded in the audit log, with AuditParams (top-level
 	// params names).
 	Audited     bool

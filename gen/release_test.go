@@ -56,29 +56,51 @@ func TestGateRefusesRemovingReleasedMethod(t *testing.T) {
 }
 
 // TestGateKeepsPreviousInRange: raising protocolVersion allows a break only while
-// minProtocolVersion keeps the released version in the range.
+// minProtocolVersion keeps the released version in the range; even then a released method stays,
+// marked removedIn, and only after a release deprecated it.
 func TestGateKeepsPreviousInRange(t *testing.T) {
-	base, err := LoadFiles(loadFixture(t, "full"), metaDir)
-	require.NoError(t, err)
-	check := func(t *testing.T, files map[string][]byte) []string {
-		p, err := LoadFiles(files, metaDir)
+	released := func(fn func(m map[string]any)) []byte {
+		p, err := LoadFiles(edit(t, "things.json", fn), metaDir)
 		require.NoError(t, err)
-		out, err := Breaking(base.Bundle, p.Bundle)
-		require.NoError(t, err)
-		return out
+		return p.Bundle
 	}
-	bump := func(version, minVersion int) map[string][]byte {
-		files := edit(t, "things.json", func(m map[string]any) { delete(obj(m, "methods"), "things.clear") })
+	check := func(old []byte, version, minVersion int, fn func(m map[string]any)) string {
+		files := edit(t, "things.json", fn)
 		var pm map[string]any
 		require.NoError(t, json.Unmarshal(files["protocol.json"], &pm))
 		pm["protocolVersion"], pm["minProtocolVersion"] = version, minVersion
 		files["protocol.json"], _ = json.Marshal(pm)
-		return files
+		p, err := LoadFiles(files, metaDir)
+		require.NoError(t, err)
+		out, err := Breaking(old, p.Bundle)
+		require.NoError(t, err)
+		return strings.Join(out, "\n")
 	}
-	assert.Empty(t, check(t, bump(17, 16)))
-	out := strings.Join(check(t, bump(17, 17)), "\n")
+	v16 := released(func(map[string]any) {})
+	narrow := func(m map[string]any) {
+		obj(m, "methods", "things.put", "params", "properties", "ratio")["type"] = "string"
+	}
+	assert.Empty(t, check(v16, 17, 16, narrow))
+	out := check(v16, 17, 17, narrow)
 	assert.Contains(t, out, "drops the released v16 from the range")
 	assert.Contains(t, out, "keep minProtocolVersion ≤ 16")
+
+	out = check(v16, 17, 16, func(m map[string]any) { delete(obj(m, "methods"), "things.clear") })
+	assert.Contains(t, out, "method things.clear was removed: released in v16, it stays in the schema marked removedIn: 17")
+	remove := func(m map[string]any) {
+		obj(m, "methods", "things.clear")["deprecated"] = "Use things.put."
+		obj(m, "methods", "things.clear")["removedIn"] = 17
+	}
+	require.NotNil(t, obj(map[string]any{"m": mustJSON(t, v16)}, "m", "methods", "things.clear")["deprecated"], "the fixture's release deprecates things.clear")
+	assert.Empty(t, check(v16, 17, 16, remove), "deprecated in the release, removed in the next version")
+	undeprecated := released(func(m map[string]any) { delete(obj(m, "methods", "things.clear"), "deprecated") })
+	assert.Contains(t, check(undeprecated, 17, 16, remove), "method things.clear is marked removedIn but release v16 did not deprecate it")
+}
+
+func mustJSON(t *testing.T, b []byte) map[string]any {
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(b, &m))
+	return m
 }
 
 // TestChangelogEntry: the section lists what the markers say and is replaced in place on a re-cut.

@@ -36,11 +36,32 @@ func LookupMethod(name string) *MethodSpec {
 // Methods returns every method spec, sorted by name. The slice is shared: do not modify it.
 func Methods() []*MethodSpec { return methodTable }
 
-// MethodsFor returns the names of the methods a connection of scope s may call, sorted.
-func MethodsFor(s Scope) []string {
+// MethodsFor returns the names of the methods a connection of scope s may call at the current
+// ProtocolVersion, sorted.
+func MethodsFor(s Scope) []string { return MethodsAt(s, ProtocolVersion) }
+
+// OfferedAt reports whether a connection that negotiated protocol version v may call m: every
+// method but one removed in v or earlier (removedIn, issue 29).
+func (m *MethodSpec) OfferedAt(v int) bool { return m.RemovedIn == 0 || v < m.RemovedIn }
+
+// MethodsAt returns the names of the methods a connection of scope s that negotiated protocol
+// version v may call, sorted (ipc.hello's methods).
+func MethodsAt(s Scope, v int) []string {
 	out := make([]string, 0, len(methodTable))
 	for _, m := range methodTable {
-		if s.Allows(m.Scope) {
+		if s.Allows(m.Scope) && m.OfferedAt(v) {
+			out = append(out, m.Name)
+		}
+	}
+	return out
+}
+
+// DeprecatedMethodsAt returns, sorted, the deprecated methods among MethodsAt(s, v): what the
+// connection may still call but should move off (ipc.hello's deprecatedMethods).
+func DeprecatedMethodsAt(s Scope, v int) []string {
+	var out []string
+	for _, m := range methodTable {
+		if m.Deprecated && s.Allows(m.Scope) && m.OfferedAt(v) {
 			out = append(out, m.Name)
 		}
 	}
@@ -74,8 +95,14 @@ func errNotOffered(method string) error {
 // data.pointer), then calls the handler. A handler error that is not an *Error becomes
 // HandlerFailed with its text.
 func Dispatch(ctx context.Context, h Handlers, scope Scope, method string, params json.RawMessage) (any, error) {
+	return DispatchAt(ctx, h, scope, ProtocolVersion, method, params)
+}
+
+// DispatchAt is Dispatch for a connection that negotiated protocol version version: a method
+// removed in that version or earlier is MethodNotFound (removedIn, issue 29).
+func DispatchAt(ctx context.Context, h Handlers, scope Scope, version int, method string, params json.RawMessage) (any, error) {
 	m := LookupMethod(method)
-	if m == nil {
+	if m == nil || !m.OfferedAt(version) {
 		return nil, errNotOffered(method)
 	}
 	if m.Scope != ScopeNone && (m.Scope == ScopeMachine) != (scope == ScopeMachine) {

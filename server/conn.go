@@ -34,6 +34,9 @@ type conn struct {
 	ctx     context.Context // cancelled when the connection ends: cancels its queries
 	cancel  context.CancelFunc
 	helloed atomic.Bool
+	// version is the negotiated protocol version (set by ipc.hello before helloed); the dispatch
+	// leaves out methods removed in it or earlier.
+	version atomic.Int32
 	sem     chan struct{} // bounds concurrent requests
 	// signingOut is set by tokens.revokeSelf: the connection closes itself once its answer is
 	// written, so the revocation notice (closeTokenConns) leaves it alone.
@@ -482,7 +485,11 @@ func (c *conn) call(req *protocol.Request, t *orderTicket) (res any, after []fun
 		}
 		ctx.order = t
 	}
-	res, err = protocol.Dispatch(ctx, c.srv.handlers, c.scope, req.Method, req.Params)
+	v := int(c.version.Load())
+	if v == 0 {
+		v = protocol.ProtocolVersion // before the handshake: the methods of scope none
+	}
+	res, err = protocol.DispatchAt(ctx, c.srv.handlers, c.scope, v, req.Method, req.Params)
 	if m != nil && m.Audited {
 		c.srv.auditCall(c, m, req.Params, err)
 	}

@@ -102,7 +102,8 @@ func (h ipcHandler) Hello(ctx context.Context, p *protocol.IPCHelloParams) (*pro
 		NegotiatedProtocolVersion: negotiated, AppVersion: info.AppVersion, PID: info.PID,
 		StartedAt: info.StartedAt, BuildID: info.BuildID, CodeVersion: info.CodeVersion,
 		HostID: info.HostID, HostKind: info.HostKind, HostName: info.HostName,
-		SignalEpoch: h.s.hub.currentEpoch(), Methods: protocol.MethodsFor(c.scope), AdminCommands: h.s.adminCommands(),
+		SignalEpoch: h.s.hub.currentEpoch(), Methods: protocol.MethodsAt(c.scope, negotiated), AdminCommands: h.s.adminCommands(),
+		DeprecatedMethods: protocol.DeprecatedMethodsAt(c.scope, negotiated),
 	}
 	// Drafts, prefs and the sidebar are shared between clients, and machine tokens are served
 	// (machine.register), on every server (seed "Handshake": what this server offers).
@@ -124,6 +125,7 @@ func (h ipcHandler) Hello(ctx context.Context, p *protocol.IPCHelloParams) (*pro
 		app = *p.AppVersion
 	}
 	c.log().Info("hello", "protocol", negotiated, "app", app, "scope", c.scope)
+	c.version.Store(int32(negotiated))
 	c.helloed.Store(true)
 	h.s.hub.add(c)
 	return res, nil
