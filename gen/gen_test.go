@@ -63,14 +63,14 @@ func TestDeterministic(t *testing.T) {
 	}
 }
 
-// TestGolden compares the fixture outputs with gen/testdata/fixtures/*/golden (go test ./gen -update rewrites them).
+// TestGolden compares the fixture outputs with gen/testdata/fixtures/*/golden/*.golden (go test ./gen -update rewrites them).
 func TestGolden(t *testing.T) {
 	for _, name := range []string{"minimal", "full"} {
 		t.Run(name, func(t *testing.T) {
 			out := generateFiles(t, loadFixture(t, name))
 			dir := filepath.Join("testdata", "fixtures", name, "golden")
 			for path, b := range out {
-				gp := filepath.Join(dir, strings.ReplaceAll(path, "/", "__"))
+				gp := filepath.Join(dir, strings.ReplaceAll(path, "/", "__")+".golden") // never a .go file a tool would build
 				if *update {
 					require.NoError(t, os.MkdirAll(dir, 0o755))
 					require.NoError(t, os.WriteFile(gp, b, 0o644))
