@@ -84,6 +84,8 @@ export interface SseHandler {
   (request: Request): Promise<Response>
   /** Ends every open stream and watch; the handler answers 503 afterwards. The client stays open. */
   close(): void
+  /** The sessions watched now: with a stream open, or whose last stream closed under lingerMs ago. */
+  watching(): string[]
 }
 
 /** A refusal: an HTTP status, the ErrorBody's message and the JSON-RPC code when a method refused. */
@@ -585,6 +587,7 @@ export function createSseHandler<U = unknown>(options: SseHandlerOptions<U>): Ss
     res.headers.set('x-content-type-options', 'nosniff')
     return res
   }) as SseHandler
+  handler.watching = () => [...watches.keys()]
   handler.close = () => {
     closed = true
     stopSignals()

@@ -9,8 +9,9 @@ export interface NodeRequestLike extends AsyncIterable<Uint8Array> {
   method?: string | undefined
   url?: string | undefined
   headers: Record<string, string | string[] | undefined>
-  socket?: { encrypted?: boolean } | null
-  /** Discards what is left of the body (an answer given before the body was read, such as 413). */
+  /** The connection: a TLS socket (node:https) has encrypted true. */
+  socket?: object | null
+  /** Discards the body (one the handler answered without reading, such as 413). */
   resume?(): unknown
 }
 
@@ -37,6 +38,26 @@ export interface NodeHandlerOptions {
   trustProxy?: boolean
   /** Called with an error the handler threw (it answers 500 then); default console.error. */
   onError?: (error: unknown) => void
+}
+
+/** How much of a body the handler left unread is drained before the connection is dropped. */
+const DRAIN_BYTES = 16 << 20
+
+async function drain(it: AsyncIterator<Uint8Array>): Promise<void> {
+  let n = 0
+  try {
+    for (;;) {
+      const r = await it.next()
+      if (r.done) return
+      n += r.value.byteLength
+      if (n > DRAIN_BYTES) {
+        await it.return?.()
+        return
+      }
+    }
+  } catch {
+    // the connection is gone
+  }
 }
 
 function first(v: string | string[] | undefined): string | undefined {
@@ -71,7 +92,7 @@ export function toNodeHandler(
   async function serve(req: NodeRequestLike, res: NodeResponseLike) {
     const fwdProto = options.trustProxy ? first(req.headers['x-forwarded-proto'])?.split(',')[0]?.trim() : undefined
     const fwdHost = options.trustProxy ? first(req.headers['x-forwarded-host'])?.split(',')[0]?.trim() : undefined
-    const proto = fwdProto ?? (req.socket?.encrypted ? 'https' : 'http')
+    const proto = fwdProto ?? ((req.socket as { encrypted?: boolean } | null | undefined)?.encrypted ? 'https' : 'http')
     const host = fwdHost ?? first(req.headers['host']) ?? 'localhost'
     const headers = new Headers()
     for (const [k, v] of Object.entries(req.headers)) {
@@ -86,21 +107,24 @@ export function toNodeHandler(
       if (!done) abort.abort()
     })
     const init: RequestInit & { duplex?: 'half' } = { method, headers, signal: abort.signal }
+    // The body is read only when the handler reads it; whatever it leaves (an answer given before
+    // the body was read, such as 413) is drained once it answered, so the client's upload ends and
+    // the connection stays usable (past DRAIN_BYTES the connection is dropped instead).
+    let it: AsyncIterator<Uint8Array> | undefined
     if (method !== 'GET' && method !== 'HEAD') {
-      const it = req[Symbol.asyncIterator]()
       init.body = new ReadableStream<Uint8Array>({
         async pull(c) {
+          it ??= req[Symbol.asyncIterator]()
           const r = await it.next()
           if (r.done) c.close()
           else c.enqueue(r.value)
-        },
-        async cancel() {
-          await it.return?.()
         },
       })
       init.duplex = 'half'
     }
     const response = await handler(new Request(`${proto}://${host}${req.url ?? '/'}`, init))
+    if (it === undefined) req.resume?.()
+    else void drain(it)
     res.statusCode = response.status
     const cookies: string[] = []
     response.headers.forEach((v, k) => {
@@ -108,9 +132,6 @@ export function toNodeHandler(
       else res.setHeader(k, v)
     })
     if (cookies.length > 0) res.setHeader('set-cookie', cookies)
-    // A refusal answered before the body was read (413, 415, 401): discard the rest of the body so
-    // the client's upload ends and the connection stays usable.
-    req.resume?.()
     if (response.body === null) {
       done = true
       res.end()
