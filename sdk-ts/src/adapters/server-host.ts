@@ -27,6 +27,7 @@ export function toPending(r: WireInteraction): PendingInteraction {
     sessionId: r.sessionId,
     runId: r.runId,
     request: Object.freeze({ prompt: r.prompt, options: Object.freeze([...r.options]), multiple: r.multiple, allowText: r.allowText }),
+    ...(r.parentSessionId ? { parentSessionId: r.parentSessionId } : {}),
   })
 }
 
@@ -44,7 +45,7 @@ function toWireAnswer(p: PendingInteraction, answer: unknown): { choices?: strin
 
 /** A wire Session as a host's HostSession (the server and SSE hosts). */
 export function toHostSession(s: Session): HostSession {
-  return Object.freeze({ id: s.id, title: s.title, status: s.status, createdAt: s.createdAt, updatedAt: s.updatedAt })
+  return Object.freeze({ id: s.id, title: s.title, status: s.status, createdAt: s.createdAt, updatedAt: s.updatedAt, ...(s.parentSessionId ? { parentSessionId: s.parentSessionId } : {}), ...(s.agentId ? { agentId: s.agentId } : {}) })
 }
 
 /** Creates a server host and starts connecting (unless given a client). */

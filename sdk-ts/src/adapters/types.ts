@@ -12,6 +12,10 @@ export interface HostSession {
   readonly status: string
   readonly createdAt?: number
   readonly updatedAt?: number
+  /** A subagent's child session (server hosts): the session whose run created it. Lists of sessions leave these out. */
+  readonly parentSessionId?: string
+  /** The agent that runs its prompts (server hosts). */
+  readonly agentId?: string
 }
 
 /**
@@ -39,6 +43,8 @@ export interface PendingInteraction {
   readonly sessionId: string
   readonly runId: string
   readonly request: InteractionRequest
+  /** Set when a subagent's child session asks (server hosts): the parent session it is also shown in. */
+  readonly parentSessionId?: string
 }
 
 /** The contract of every adapter. */

@@ -2,10 +2,12 @@
 // sends, Shift+Enter breaks the line, Esc stops the run; "Send" and, while a run streams, "Stop".
 // On a server host the draft is saved as the user types (drafts.set, at most every 300 ms) and
 // follows draft:changed from other tabs, and a model picker lists models.list and applies the pick
-// with sessions.setModel.
+// with sessions.setModel. Completions (completions.tsx): `/` commands, `@` mentions, `#` sessions,
+// and ArrowUp in an empty box for the project's earlier prompts.
 import { useCallback, useEffect, useRef, useState, type KeyboardEvent, type ReactNode } from 'react'
 import type { ModelInfo, WireSignal } from '../protocol.js'
 import { AttachmentChips, useAttachments } from './attachments.js'
+import { useComposerCompletions } from './completions.js'
 import { useChat } from './context.js'
 import { useSessionRunning, useStore } from './index.js'
 import type { ConnectionState } from '../client/client.js'
@@ -34,6 +36,7 @@ export function HostComposer(props: HostComposerProps): ReactNode {
   const [model, setModel] = useState('')
   const [picking, setPicking] = useState(false)
   const files = useAttachments()
+  const [cwd, setCwd] = useState<string>()
   const timer = useRef<ReturnType<typeof setTimeout> | undefined>(undefined)
   const conn = useStore(client?.connection ?? noConnection)
   const open = conn.status === 'open'
@@ -80,7 +83,11 @@ export function HostComposer(props: HostComposerProps): ReactNode {
     if (!open || !client || !client.offers('sessions.get')) return
     let live = true
     client.call('sessions.get', { sessionId: props.sessionId }).then(
-      (s) => live && s.model !== undefined && s.model !== '' && setModel(s.model),
+      (s) => {
+        if (!live) return
+        setCwd(s.cwd)
+        if (s.model !== undefined && s.model !== '') setModel(s.model)
+      },
       () => {},
     )
     return () => {
@@ -101,6 +108,16 @@ export function HostComposer(props: HostComposerProps): ReactNode {
     [client, sync, props.sessionId],
   )
 
+  const completions = useComposerCompletions({
+    client,
+    cwd,
+    textarea: chat.composer,
+    setText: (t) => {
+      setText(t)
+      saveDraft(t)
+    },
+  })
+
   const send = () => {
     const prompt = text
     if (prompt.trim() === '' || picking) return
@@ -109,8 +126,13 @@ export function HostComposer(props: HostComposerProps): ReactNode {
     clearTimeout(timer.current)
     if (client && sync) client.call('drafts.clear', { sessionId: props.sessionId }).catch(() => {})
     const attachments = files.attachments.map(({ name, mediaType, data }) => ({ name, mediaType, data }))
+    const composed = completions.compose(prompt)
+    completions.clear()
     const sessionId = props.sessionId
-    const sent = client && attachments.length > 0 ? host.open(sessionId).then(() => client.call('chat.send', { sessionId, prompt, attachments })) : host.send(sessionId, prompt)
+    const sent =
+      client && (attachments.length > 0 || composed.command !== undefined || composed.mentions !== undefined)
+        ? host.open(sessionId).then(() => client.call('chat.send', { sessionId, ...composed, ...(attachments.length > 0 ? { attachments } : {}) }))
+        : host.send(sessionId, prompt)
     sent.then(() => attachments.length > 0 && files.clear()).catch((e: unknown) => {
       const err = e instanceof Error ? e : new Error(String(e))
       setText((cur) => (cur === '' ? prompt : cur))
@@ -123,6 +145,7 @@ export function HostComposer(props: HostComposerProps): ReactNode {
   }
 
   const onKeyDown = (e: KeyboardEvent<HTMLTextAreaElement>) => {
+    if (completions.onKeyDown(e)) return
     if (e.key === 'Enter' && !e.shiftKey && !e.nativeEvent.isComposing) {
       e.preventDefault()
       send()
@@ -154,6 +177,7 @@ export function HostComposer(props: HostComposerProps): ReactNode {
       }}
     >
       <AttachmentChips state={files} />
+      {completions.popup}
       <textarea
         ref={chat.composer}
         onPaste={files.onPaste}
@@ -165,7 +189,9 @@ export function HostComposer(props: HostComposerProps): ReactNode {
         onChange={(e) => {
           setText(e.target.value)
           saveDraft(e.target.value)
+          completions.onInput(e.target.value, e.target.selectionStart)
         }}
+        {...completions.inputProps}
         onKeyDown={onKeyDown}
       />
       <div className="zd-composer-bar">

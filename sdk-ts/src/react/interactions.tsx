@@ -29,8 +29,21 @@ function field(input: unknown, name: string): string | undefined {
   return typeof v === 'string' ? v : undefined
 }
 
+/**
+ * Who asks, when a subagent's child session asks in its parent's view: the child's agent and title
+ * from the host's session list (which holds child sessions), else its id.
+ */
+function useAsker(sessionId: string, shownIn: string): string | undefined {
+  const sessions = useStore(useChat().host.sessions)
+  if (sessionId === shownIn) return undefined
+  const s = sessions.find((x) => x.id === sessionId)
+  const who = s?.agentId ? `subagent ${s.agentId}` : 'a subagent'
+  return s?.title ? `${who} in its child session “${s.title}”` : `${who} in its child session ${sessionId}`
+}
+
 /** The approval dialog of one request. */
-function ApprovalDialog({ request, more, onAnswer }: { request: ApprovalRequest; more: number; onAnswer: (d: ApprovalDecision) => Promise<void> }): ReactNode {
+function ApprovalDialog({ request, more, shownIn, onAnswer }: { request: ApprovalRequest; more: number; shownIn: string; onAnswer: (d: ApprovalDecision) => Promise<void> }): ReactNode {
+  const asker = useAsker(request.sessionId, shownIn)
   const first = useFocusOnMount<HTMLButtonElement>(request.requestId)
   const [busy, setBusy] = useState(false)
   const [error, setError] = useState<string>()
@@ -50,6 +63,7 @@ function ApprovalDialog({ request, more, onAnswer }: { request: ApprovalRequest;
       <h2 id={titleId} className="zd-dialog-title">
         {request.tool} wants to run{path ? ` on ${path}` : ''}
       </h2>
+      {asker && <p className="zd-asker">Asked by {asker}: answering here answers it there.</p>}
       <p className="zd-summary-text">{request.summary}</p>
       {command !== undefined && (
         <pre className="zd-pre zd-command" aria-label="Command">
@@ -87,8 +101,9 @@ function ApprovalDialog({ request, more, onAnswer }: { request: ApprovalRequest;
 }
 
 /** The question dialog of one pending interaction. */
-function QuestionDialog({ pending, onAnswer }: { pending: PendingInteraction; onAnswer: (a: { choices?: string[]; text?: string } | null) => Promise<void> }): ReactNode {
+function QuestionDialog({ pending, shownIn, onAnswer }: { pending: PendingInteraction; shownIn: string; onAnswer: (a: { choices?: string[]; text?: string } | null) => Promise<void> }): ReactNode {
   const r = pending.request
+  const asker = useAsker(pending.sessionId, shownIn)
   const options = r.options ?? []
   const [picked, setPicked] = useState<string[]>([])
   const [text, setText] = useState('')
@@ -115,6 +130,7 @@ function QuestionDialog({ pending, onAnswer }: { pending: PendingInteraction; on
       <form onSubmit={submit}>
         <fieldset ref={ref} className="zd-fieldset">
           <legend className="zd-dialog-title">{r.prompt}</legend>
+          {asker && <p className="zd-asker">Asked by {asker}.</p>}
           {options.map((o) => (
             <label key={o} className="zd-choice">
               <input
@@ -185,8 +201,9 @@ export interface HostInteractionsProps {
 /** What waits for the user in the session. */
 export function HostInteractions(props: HostInteractionsProps): ReactNode {
   const chat = useChat()
-  const questions = useStore(chat.host.interactions).filter((q) => q.sessionId === props.sessionId)
-  const approvals = useStore(chat.approvals?.approvals ?? none).filter((a) => a.sessionId === props.sessionId)
+  // A subagent's child session asks in its own view and in its parent's.
+  const questions = useStore(chat.host.interactions).filter((q) => q.sessionId === props.sessionId || q.parentSessionId === props.sessionId)
+  const approvals = useStore(chat.approvals?.approvals ?? none).filter((a) => a.sessionId === props.sessionId || a.parentSessionId === props.sessionId)
   const queue = useQueue(props.sessionId)
   const approval = approvals[0]
   const question = questions[0]
@@ -198,6 +215,7 @@ export function HostInteractions(props: HostInteractionsProps): ReactNode {
           key={approval.requestId}
           request={approval}
           more={approvals.length - 1}
+          shownIn={props.sessionId}
           onAnswer={async (d) => {
             await chat.approvals!.answer(approval.requestId, d)
             done()
@@ -208,6 +226,7 @@ export function HostInteractions(props: HostInteractionsProps): ReactNode {
         <QuestionDialog
           key={question.id}
           pending={question}
+          shownIn={props.sessionId}
           onAnswer={async (a) => {
             await chat.host.answer(question.id, a)
             done()

@@ -2,11 +2,15 @@
 // section 5). Rows are virtualized (@tanstack/react-virtual: only what is on screen is in the DOM),
 // older turns load when the reader scrolls near the top (loadEarlier), and the view follows the
 // stream while the reader is at the bottom. Markdown is rendered safely (markdown.tsx), tool calls
-// are collapsible rows holding their results, file edits show as diffs.
+// are collapsible rows holding their results, file edits show as diffs. A subagent's child session
+// shows under its task call (children.tsx), each prompt has a turn menu (turn-menu.tsx), a
+// compaction is a marked block, and focusTurnId scrolls to a turn (a search result's).
 import { useVirtualizer } from '@tanstack/react-virtual'
-import { memo, useEffect, useLayoutEffect, useMemo, useRef, type ReactNode } from 'react'
-import type { StreamEvent, ToolEvent, ToolResultEvent } from '../protocol.js'
+import { createContext, memo, useCallback, useContext, useEffect, useLayoutEffect, useMemo, useRef, useState, type ReactNode } from 'react'
+import type { HistoryRollbackResult, Session, StreamEvent, ToolEvent, ToolResultEvent } from '../protocol.js'
+import { ChildSessionRow, matchTaskChildren, useChildSessions } from './children.js'
 import { useChat } from './context.js'
+import { RollbackNotice, TurnMenu, TurnToolsContext, type TurnTools } from './turn-menu.js'
 import { useSessionEvents, useSessionInterrupted, useSessionPage, useSessionRunning, useStore } from './index.js'
 import { Markdown } from './markdown.js'
 import { PromptAttachments } from './attachments.js'
@@ -65,9 +69,16 @@ function inputText(input: unknown): string {
   }
 }
 
+/** The child sessions of the transcript's task calls (callId → child), for the rows. */
+const TaskChildrenContext = createContext<ReadonlyMap<string, Session>>(new Map())
+
 const ToolRow = memo(function ToolRow({ event, result }: { event: ToolEvent; result: ToolResultEvent | undefined }): ReactNode {
   const state = result === undefined ? 'running' : result.isError ? 'failed' : 'done'
+  const child = useContext(TaskChildrenContext).get(event.callId)
+  const tools = useContext(TurnToolsContext)
   return (
+    <>
+    {child && <ChildSessionRow child={child} onOpen={tools?.onOpenSession} />}
     <details className={`zd-tool zd-tool-${state}`}>
       <summary>
         <span className="zd-tool-name">{event.tool}</span> <span className="zd-tool-text">{event.text}</span> <span className="zd-badge">{state}</span>
@@ -76,6 +87,7 @@ const ToolRow = memo(function ToolRow({ event, result }: { event: ToolEvent; res
       {result?.diff ? <DiffView diff={result.diff} label={`Diff of ${event.tool}`} /> : null}
       {result && <pre className={result.isError ? 'zd-pre zd-error-text' : 'zd-pre'}>{result.text}</pre>}
     </details>
+    </>
   )
 })
 
@@ -86,7 +98,7 @@ export const TranscriptItem = memo(function TranscriptItem({ row }: { row: Trans
     case 'user-prompt':
       return (
         <div className="zd-row zd-user">
-          <span className="zd-who">You</span>
+          <span className="zd-who">You</span> {e.command !== undefined && <code className="zd-command-name">/{e.command} {e.arguments ?? ''}</code>} <TurnMenu turnId={e.turnId} />
           <div className="zd-user-text">{e.text}</div>
           {e.attachments && e.attachments.length > 0 ? <PromptAttachments attachments={e.attachments} /> : null}
         </div>
@@ -122,6 +134,15 @@ export const TranscriptItem = memo(function TranscriptItem({ row }: { row: Trans
         <div className="zd-row zd-summary">{e.text}
         </div>
       )
+    case 'compaction':
+      return (
+        <details className="zd-row zd-compaction" role="note" aria-label="Compacted">
+          <summary>
+            {e.exchanges === 1 ? '1 earlier exchange' : `${e.exchanges} earlier exchanges`} compacted into a summary{e.modelId ? ` by ${e.modelId}` : ''}: the next turns send it instead of them
+          </summary>
+          <div className="zd-compaction-text">{e.text}</div>
+        </details>
+      )
     case 'error':
       return (
         <div className="zd-row zd-error zd-error-row" role="note">
@@ -139,6 +160,14 @@ export interface HostTranscriptProps {
   sessionId: string
   /** Estimated row height in pixels before a row is measured (default 80). */
   estimateRowHeight?: number
+  /** Opens another session: a fork made from a turn's menu, a subagent's child session. */
+  onOpenSession?: (sessionId: string) => void
+  /** A turn to scroll to and mark once it is loaded (a search result's turnId). */
+  focusTurnId?: string
+}
+
+function turnOf(e: StreamEvent): string | undefined {
+  return (e as { turnId?: string }).turnId
 }
 
 /** The transcript of one session; opens it on the host (host.open) when shown. */
@@ -152,6 +181,13 @@ export function HostTranscript(props: HostTranscriptProps): ReactNode {
   const status = sessions.find((s) => s.id === props.sessionId)?.status
   const interrupted = !running && (interruptedLive || status === 'interrupted')
   const rows = useMemo(() => transcriptRows(events), [events])
+  const children = useChildSessions(props.sessionId)
+  const taskChildren = useMemo(() => matchTaskChildren(events, children), [events, children])
+  const [rollback, setRollback] = useState<HistoryRollbackResult>()
+  const [menuError, setMenuError] = useState<string>()
+  const onOpenSession = props.onOpenSession
+  const tools = useMemo<TurnTools>(() => ({ sessionId: props.sessionId, onOpenSession, onRolledBack: setRollback, onError: setMenuError }), [props.sessionId, onOpenSession])
+  const endRollback = useCallback(() => setRollback(undefined), [])
   const scroller = useRef<HTMLDivElement | null>(null)
   const atBottom = useRef(true)
   const firstKey = useRef<number>(0)
@@ -192,14 +228,35 @@ export function HostTranscript(props: HostTranscriptProps): ReactNode {
     if (el.scrollTop < 200 && page.hasMore && page.loaded && !page.loading) void host.streams.loadEarlier(props.sessionId).catch(() => {})
   }
 
+  // A focused turn: scroll to its first row once it is there, once per turn.
+  const focusIndex = props.focusTurnId === undefined ? -1 : rows.findIndex((r) => turnOf(r.event) === props.focusTurnId)
+  const focused = useRef<string | undefined>(undefined)
+  useEffect(() => {
+    if (focusIndex < 0 || focused.current === props.focusTurnId) return
+    focused.current = props.focusTurnId
+    atBottom.current = false
+    virtualizer.scrollToIndex(focusIndex, { align: 'start' })
+  }, [focusIndex, props.focusTurnId, virtualizer])
+
   const items = virtualizer.getVirtualItems()
   return (
+    <TurnToolsContext.Provider value={tools}>
+    <TaskChildrenContext.Provider value={taskChildren}>
+    {rollback && <RollbackNotice sessionId={props.sessionId} rollback={rollback} onDone={endRollback} />}
+    {menuError && (
+      <p className="zd-error" role="alert">
+        {menuError}{' '}
+        <button type="button" className="zd-button" onClick={() => setMenuError(undefined)}>
+          Dismiss
+        </button>
+      </p>
+    )}
     <div className="zd-transcript" ref={scroller} onScroll={onScroll} tabIndex={0} role="log" aria-label="Transcript" aria-busy={running} aria-live="polite">
       {page.loading && <p className="zd-muted">Loading earlier messages…</p>}
       {page.error && <p className="zd-error">Could not load earlier messages: {page.error}</p>}
       <div style={{ height: total, position: 'relative' }}>
         {items.map((it) => (
-          <div key={it.key} data-index={it.index} ref={virtualizer.measureElement} style={{ position: 'absolute', top: 0, left: 0, right: 0, transform: `translateY(${it.start}px)` }}>
+          <div key={it.key} data-index={it.index} data-turn-id={turnOf(rows[it.index]!.event)} data-focused={it.index === focusIndex ? 'true' : undefined} className={it.index === focusIndex ? 'zd-focused' : undefined} ref={virtualizer.measureElement} style={{ position: 'absolute', top: 0, left: 0, right: 0, transform: `translateY(${it.start}px)` }}>
             <TranscriptItem row={rows[it.index]!} />
           </div>
         ))}
@@ -211,5 +268,7 @@ export function HostTranscript(props: HostTranscriptProps): ReactNode {
         </p>
       )}
     </div>
+    </TaskChildrenContext.Provider>
+    </TurnToolsContext.Provider>
   )
 }
