@@ -5,8 +5,10 @@ import { createServerApprovalsHost, createServerHost, type ApprovalsHost, type S
 import type { ConnectionState } from '../src/client/client.js'
 import { ChatProvider, HostComposer, HostInteractions, HostTranscript, SessionList, useChat, useStore } from '../src/react/index.js'
 import { forgetAuth, loadAuth, pair, saveAuth, serverUrl, type Auth } from './auth.js'
+import { AgentPanel } from './agents.js'
 import { GitPanel, SessionSettings, UsagePage } from './panels.js'
 import { saveTheme, useSharedTheme, type Theme } from './prefs.js'
+import { SessionSearch } from './search.js'
 import { useRoute } from './route.js'
 
 function loadTheme(): Theme {
@@ -256,7 +258,8 @@ function Shell(props: { host: ServerHost; auth: Auth; theme: Theme; onTheme: (t:
       </header>
       <div className="body">
         <aside className="sidebar">
-          <SessionList activeId={activeId} onSelect={(id) => go({ view: 'session', sessionId: id })} onNewSession={create} />
+          <SessionSearch onOpen={(sessionId, turnId) => go(turnId ? { view: 'session', sessionId, turnId } : { view: 'session', sessionId })} />
+          <SessionList activeId={activeId} onSelect={(id) => go({ view: 'session', sessionId: id })} onNewSession={create} filter={(s) => !s.parentSessionId} />
           {error && (
             <p className="zd-error" role="alert">
               {error}
@@ -265,7 +268,7 @@ function Shell(props: { host: ServerHost; auth: Auth; theme: Theme; onTheme: (t:
         </aside>
         <main className="main">
           {route.view === 'session' ? (
-            <SessionView key={route.sessionId} sessionId={route.sessionId} onGone={() => go({ view: 'home' })} />
+            <SessionView key={route.sessionId} sessionId={route.sessionId} turnId={route.turnId} onOpen={(id) => go({ view: 'session', sessionId: id })} onGone={() => go({ view: 'home' })} />
           ) : route.view === 'usage' ? (
             <UsagePage />
           ) : (
@@ -280,7 +283,7 @@ function Shell(props: { host: ServerHost; auth: Auth; theme: Theme; onTheme: (t:
   )
 }
 
-function SessionView({ sessionId, onGone }: { sessionId: string; onGone: () => void }): ReactNode {
+function SessionView({ sessionId, turnId, onOpen, onGone }: { sessionId: string; turnId: string | undefined; onOpen: (sessionId: string) => void; onGone: () => void }): ReactNode {
   const chat = useChat()
   const host = chat.host as ServerHost
   const sessions = useStore(host.sessions)
@@ -346,7 +349,16 @@ function SessionView({ sessionId, onGone }: { sessionId: string; onGone: () => v
         </p>
       )}
       <SessionSettings sessionId={sessionId} />
-      <HostTranscript sessionId={sessionId} />
+      <AgentPanel sessionId={sessionId} />
+      {session?.parentSessionId && (
+        <p className="zd-muted">
+          A subagent's child session.{' '}
+          <button type="button" className="zd-button" onClick={() => onOpen(session.parentSessionId!)}>
+            Open parent session
+          </button>
+        </p>
+      )}
+      <HostTranscript sessionId={sessionId} onOpenSession={onOpen} {...(turnId ? { focusTurnId: turnId } : {})} />
       <HostInteractions sessionId={sessionId} />
       <HostComposer sessionId={sessionId} />
       <GitPanel sessionId={sessionId} />

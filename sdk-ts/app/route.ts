@@ -1,31 +1,36 @@
-// Client routes: / (no session), /s/<sessionId>, /usage. The server answers index.html for them.
+// Client routes: / (no session), /s/<sessionId> (?turn=<turnId>: scrolled to that turn), /usage.
+// The server answers index.html for them.
 import { useEffect, useState } from 'react'
 
 /** Where the page is. */
-export type Route = { view: 'home' } | { view: 'session'; sessionId: string } | { view: 'usage' }
+export type Route = { view: 'home' } | { view: 'session'; sessionId: string; turnId?: string } | { view: 'usage' }
 
-export function parseRoute(path: string): Route {
+export function parseRoute(path: string, search = ''): Route {
   const m = /^\/s\/([^/]+)\/?$/.exec(path)
-  if (m) return { view: 'session', sessionId: decodeURIComponent(m[1]!) }
+  if (m) {
+    const turnId = new URLSearchParams(search).get('turn')
+    return turnId ? { view: 'session', sessionId: decodeURIComponent(m[1]!), turnId } : { view: 'session', sessionId: decodeURIComponent(m[1]!) }
+  }
   if (path === '/usage') return { view: 'usage' }
   return { view: 'home' }
 }
 
 export function routePath(r: Route): string {
-  return r.view === 'session' ? `/s/${encodeURIComponent(r.sessionId)}` : r.view === 'usage' ? '/usage' : '/'
+  if (r.view === 'session') return `/s/${encodeURIComponent(r.sessionId)}${r.turnId ? `?turn=${encodeURIComponent(r.turnId)}` : ''}`
+  return r.view === 'usage' ? '/usage' : '/'
 }
 
 /** The current route and a navigate function (history.pushState; back and forward work). */
 export function useRoute(): [Route, (r: Route) => void] {
-  const [route, setRoute] = useState(() => parseRoute(location.pathname))
+  const [route, setRoute] = useState(() => parseRoute(location.pathname, location.search))
   useEffect(() => {
-    const on = () => setRoute(parseRoute(location.pathname))
+    const on = () => setRoute(parseRoute(location.pathname, location.search))
     addEventListener('popstate', on)
     return () => removeEventListener('popstate', on)
   }, [])
   const go = (r: Route) => {
     const p = routePath(r)
-    if (p !== location.pathname) history.pushState(null, '', p)
+    if (p !== location.pathname + location.search) history.pushState(null, '', p)
     setRoute(r)
   }
   return [route, go]

@@ -14,6 +14,7 @@ import { WebSocket } from 'ws'
 import { createServerClient, type WebSocketConstructor } from '../src/client/index.js'
 import { createSseHandler, toNodeHandler } from '../src/server/index.js'
 import type { Database, ServerProcess } from '../test/helpers/server.js'
+import { agentPickerSwitchesToPlan, agentScripts, forkAndRollBackFromTheTurnMenu, searchOpensTheSession, slashCommandRuns, subagentNestedAndApprovedFromParent, writeProjectFiles, type Ctx } from './agents-cases.js'
 import { exactCommand, exampleDir, FakeOpenAI, freePort, launchBrowser, serveStatic, sseExampleDir, shotsDir, startServer, streamPieces } from './harness.js'
 
 const require = createRequire(import.meta.url)
@@ -97,8 +98,9 @@ describe('web app in Chromium', () => {
     mkdirSync(shotsDir, { recursive: true })
     // No --allowed-origin: the page the server serves is same-origin.
     await openai.start()
-    const started = await startServer([], {}, openai)
+    const started = await startServer([], agentScripts, openai)
     server = started.server
+    writeProjectFiles(server.root)
     db = started.db
     base = `http://127.0.0.1:${server.port}`
     browser = await launchBrowser()
@@ -287,6 +289,17 @@ describe('web app in Chromium', () => {
     await composer(page).fill('')
     await other.close()
   })
+
+  // Issues 27 and 28 in the app (agents-cases.ts).
+  const ctx = (): Ctx => ({ page, root: server.root, newSession, send })
+  let greeted = ''
+  test('agent picker: build, plan and the project agents; switches to plan; skills and a broken file listed', () => agentPickerSwitchesToPlan(ctx()))
+  test('/ completion offers a project command and runs it as chat.send {command, arguments}; ArrowUp recalls it', async () => {
+    greeted = await slashCommandRuns(ctx())
+  })
+  test("a subagent's child session nested under its parent's run; its approval answered from the parent's view", () => subagentNestedAndApprovedFromParent(ctx()))
+  test('search finds a word and opens the session at its turn', () => searchOpensTheSession(ctx(), greeted))
+  test("a turn's menu: fork opens the fork; roll back and restore; compact shows the marked block", () => forkAndRollBackFromTheTurnMenu(ctx(), greeted))
 
   test('rename, archive and delete sessions from the list', async () => {
     const sessions = page.getByRole('list', { name: 'Sessions' })
