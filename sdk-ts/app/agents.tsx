@@ -51,6 +51,8 @@ export function AgentPanel({ sessionId }: { sessionId: string }): ReactNode {
     load().catch((e: unknown) => live && setError(errText(e)))
     const off = client.onSignal((s) => {
       if (s.kind === 'session:updated' && s.sessionId === sessionId && s.session) setAgentId(s.session.agentId)
+      // A definition file moved (this project's or the server user's): list again.
+      else if (s.kind === 'agents:changed' || s.kind === 'skills:changed') load().catch((e: unknown) => live && setError(errText(e)))
     })
     return () => {
       live = false

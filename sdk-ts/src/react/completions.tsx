@@ -73,14 +73,20 @@ export function useComposerCompletions(opts: ComposerCompletionsOptions): Compos
   useEffect(() => {
     if (!client || cwd === undefined || !client.offers('commands.list')) return
     let live = true
-    client.call('commands.list', { cwd }).then(
-      (r) => {
-        if (live) for (const c of r.commands) commands.current.add(c.name)
-      },
-      () => {},
-    )
+    const load = () =>
+      client.call('commands.list', { cwd }).then(
+        (r) => {
+          if (live) commands.current = new Set(r.commands.map((c) => c.name))
+        },
+        () => {},
+      )
+    void load()
+    const off = client.onSignal((s) => {
+      if (s.kind === 'commands:changed') void load()
+    })
     return () => {
       live = false
+      off()
     }
   }, [client, cwd])
 

@@ -5,7 +5,7 @@
 // several, a textbox "Answer" when free text is allowed, Submit), and the follow-up queue with
 // Remove (server hosts). Focus moves to a dialog when it appears and back to the composer after.
 import { useEffect, useId, useRef, useState, type FormEvent, type ReactNode, type RefObject } from 'react'
-import type { PendingInteraction } from '../adapters/types.js'
+import type { HostSession, PendingInteraction } from '../adapters/types.js'
 import type { ApprovalDecision, ApprovalRequest, QueuedPrompt, WireSignal } from '../protocol.js'
 import { focusComposer, useChat } from './context.js'
 import { useStore } from './index.js'
@@ -39,6 +39,22 @@ function useAsker(sessionId: string, shownIn: string): string | undefined {
   const s = sessions.find((x) => x.id === sessionId)
   const who = s?.agentId ? `subagent ${s.agentId}` : 'a subagent'
   return s?.title ? `${who} in its child session “${s.title}”` : `${who} in its child session ${sessionId}`
+}
+
+/**
+ * Whether a request of session sessionId (whose parent is parentSessionId) shows in session shownIn:
+ * its own, or one of its ancestors' (a subagent's requests reach every ancestor up to the root),
+ * walking parentSessionId through the host's sessions, at most 8 levels.
+ */
+function asksIn(sessionId: string, parentSessionId: string | undefined, shownIn: string, sessions: readonly HostSession[]): boolean {
+  if (sessionId === shownIn) return true
+  let p = parentSessionId
+  for (let i = 0; p !== undefined && i < 8; i++) {
+    if (p === shownIn) return true
+    const at: string = p
+    p = sessions.find((s) => s.id === at)?.parentSessionId
+  }
+  return false
 }
 
 /** The approval dialog of one request. */
@@ -202,8 +218,9 @@ export interface HostInteractionsProps {
 export function HostInteractions(props: HostInteractionsProps): ReactNode {
   const chat = useChat()
   // A subagent's child session asks in its own view and in its parent's.
-  const questions = useStore(chat.host.interactions).filter((q) => q.sessionId === props.sessionId || q.parentSessionId === props.sessionId)
-  const approvals = useStore(chat.approvals?.approvals ?? none).filter((a) => a.sessionId === props.sessionId || a.parentSessionId === props.sessionId)
+  const sessions = useStore(chat.host.sessions)
+  const questions = useStore(chat.host.interactions).filter((q) => asksIn(q.sessionId, q.parentSessionId, props.sessionId, sessions))
+  const approvals = useStore(chat.approvals?.approvals ?? none).filter((a) => asksIn(a.sessionId, a.parentSessionId, props.sessionId, sessions))
   const queue = useQueue(props.sessionId)
   const approval = approvals[0]
   const question = questions[0]
