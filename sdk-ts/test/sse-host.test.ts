@@ -23,10 +23,12 @@ let configDir: string
 
 before(async () => {
   db = new Database()
-  // A scripted provider that asks a question (model ask/scripted); the default stays scripted/scripted.
+  // Scripted providers that ask a question (ask/scripted) and that waits a minute mid-answer
+  // (slow/scripted); the default stays scripted/scripted.
   configDir = mkdtempSync(join(tmpdir(), 'zsdk-sse-config-'))
   writeFileSync(join(configDir, 'ask.json'), JSON.stringify({ loop: true, turns: [{ steps: [{ ask: { prompt: 'Which color?', options: ['red', 'blue'] } }] }, { steps: [{ text: 'Thanks for the answer.' }] }] }))
-  writeFileSync(join(configDir, 'config.json'), JSON.stringify({ providers: [{ name: 'ask', kind: 'scripted', script: 'ask.json' }] }))
+  writeFileSync(join(configDir, 'slow.json'), JSON.stringify({ loop: true, turns: [{ steps: [{ text: 'Starting a long answer. ' }, { delay: 60_000 }, { text: 'never shown' }] }] }))
+  writeFileSync(join(configDir, 'config.json'), JSON.stringify({ providers: [{ name: 'ask', kind: 'scripted', script: 'ask.json' }, { name: 'slow', kind: 'scripted', script: 'slow.json' }] }))
   // Pieces 20 ms apart: a run lasts a few hundred ms, so cuts land in the middle of runs.
   server = await ServerProcess.start({ db, extra: ['--scripted-step-delay', '20ms', '--config', join(configDir, 'config.json')] })
   token = server.mintToken('sse-host-test')
@@ -220,4 +222,23 @@ test('sse host: a question arrives on the stream, is answered through answer (an
   assert.match(JSON.stringify(host.streams.transcript(s.id)), /Thanks for the answer\./)
   await matchesStore(host, s.id)
   await assert.rejects(host.answer(q.id, 'blue'), /No pending question/)
+})
+
+test('sse host: cancel stops the running prompt through the cancel route; the run ends interrupted and the session is idle', async (t) => {
+  const host = createSseHost({ baseUrl: `http://127.0.0.1:${server.port}/api/chat`, headers: auth, frames: false })
+  t.after(() => host.close())
+  await host.ready
+  const s = await host.createSession({ title: 'cancel' })
+  const release = host.watch(s.id)
+  t.after(release)
+  await host.open(s.id)
+  await host.send(s.id, 'Take your time.', { model: 'slow/scripted' })
+  await until(() => JSON.stringify(host.streams.transcript(s.id)).includes('Starting a long answer.'), 10_000, 'the first piece')
+  assert.equal(host.sessions.get().find((x) => x.id === s.id)?.status, 'running')
+  await host.cancel(s.id)
+  await until(() => !host.streams.getSnapshot(s.id).running, 10_000, 'run:end')
+  assert.equal(host.streams.getSnapshot(s.id).status, 'idle')
+  assert.equal(host.sessions.get().find((x) => x.id === s.id)?.status, 'idle')
+  assert.doesNotMatch(JSON.stringify(host.streams.transcript(s.id)), /never shown/)
+  await matchesStore(host, s.id)
 })
