@@ -383,3 +383,33 @@ func TestReplicaKilledStreamKept(t *testing.T) {
 		"the stored transcript holds every piece the live client saw, once, then the interruption")
 	t.Logf("live pieces before kill: %d; stored transcript after takeover: %d events", pieces, len(page.Events))
 }
+
+// TestReplicasPresence (issue 25 §3): presence is the sum over the replicas. A window declared
+// with presence.set on replica A is seen by a client on B, a second one on C adds to it, and
+// when A is killed its window leaves B's presence within the share's bound (presenceTTL +
+// presenceBeat: 4 s); a window that closes cleanly leaves at once.
+func TestReplicasPresence(t *testing.T) {
+	r := startReplicas(t, 3)
+	a, b, c := dial(t, r.srv[0], r.tok), dial(t, r.srv[1], r.tok), dial(t, r.srv[2], r.tok)
+	a.hello()
+	b.hello()
+	c.hello()
+	sid, _ := createSession(t, b)
+	a.result("presence.set", map[string]any{"sessionId": sid, "focused": true}, nil)
+	waitCounts(t, b, sid, 1, 1)
+	c.result("presence.set", map[string]any{"sessionId": sid, "focused": false}, nil)
+	waitCounts(t, b, sid, 2, 1)
+	waitCounts(t, a, sid, 2, 1)
+
+	require.NoError(t, r.srv[0].cmd.Process.Kill())
+	killed := time.Now()
+	<-r.srv[0].done
+	r.srv[0].stopped = true
+	waitCounts(t, b, sid, 1, 0)
+	took := time.Since(killed)
+	t.Logf("a killed replica's window left the others' presence %s after kill -9", took.Round(time.Millisecond))
+	assert.Less(t, took, 4*time.Second+time.Second, "within presenceTTL + presenceBeat (+ a second of slack)")
+
+	c.result("presence.set", map[string]any{"sessionId": nil, "focused": false}, nil)
+	waitCounts(t, b, sid, 0, 0)
+}

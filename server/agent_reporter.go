@@ -57,7 +57,21 @@ func agentErr(err error) error {
 
 // publishPresence sends presence:changed: every session that runs or that a connection views,
 // with how many connections view it and how many of those are focused (schema/presence.json).
+// With replicas on NATS, this replica's share goes to the others and its connections get the
+// sum of every replica's (presence_share.go).
 func (s *Server) publishPresence() {
+	bus := s.Bus()
+	if bus == nil {
+		s.hub.publish(&protocol.PresenceChangedSignal{Sessions: s.localPresence()}, nil, "")
+		return
+	}
+	s.sendPresenceShare(bus, s.localPresence(), false)
+	s.deliverPresence()
+}
+
+// localPresence is what this replica counts: its runs, its connections' views and the approvals
+// and questions its runs wait on, by session (sorted by id).
+func (s *Server) localPresence() []protocol.SessionPresence {
 	running := map[string]bool{}
 	for _, id := range s.runs.Running() {
 		running[id] = true
@@ -82,5 +96,5 @@ func (s *Server) publishPresence() {
 		}
 		ps = append(ps, p)
 	}
-	s.hub.publish(&protocol.PresenceChangedSignal{Sessions: ps}, nil, "")
+	return ps
 }

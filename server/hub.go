@@ -285,6 +285,30 @@ func (h *hub) publish(sig protocol.Signal, from *conn, watchKey string) (int64, 
 	return seq, nil
 }
 
+// publishHere delivers an unsequenced signal to this replica's connections its audience allows,
+// never through the bus (presence:changed, which each replica sums for its own connections).
+// Errors as publish's.
+func (h *hub) publishHere(sig protocol.Signal) error {
+	spec := protocol.LookupSignal(sig.SignalKind())
+	if spec == nil {
+		return fmt.Errorf("signal kind %q is not in the schema", sig.SignalKind())
+	}
+	body, err := protocol.Marshal(sig)
+	if err != nil {
+		return err
+	}
+	if h.maxFrame > 0 && len(body)+96 > h.maxFrame {
+		return fmt.Errorf("%w: %d bytes", errSignalTooLarge, len(body))
+	}
+	if h.published != nil {
+		h.published.Inc()
+	}
+	h.plain.Lock()
+	defer h.plain.Unlock()
+	h.deliver(spec, nil, "", signalFrame(body, 0))
+	return nil
+}
+
 // deliverTaps pushes a session signal to the session's SSE streams whose scope receives it, as
 // one record encoded once; callers hold the session's order lock, so records keep $seq order.
 func (h *hub) deliverTaps(spec *protocol.SignalSpec, sessionID string, body []byte, seq int64) {

@@ -296,8 +296,9 @@ type Server struct {
 	conns    map[*conn]struct{}
 	draining atomic.Bool // set by Shutdown: new connections are refused with 503
 
-	presencePending atomic.Bool   // a coalesced presence:changed is scheduled
-	rechecks        atomic.Uint64 // token re-checks finished (recheckTokens), which tests wait on
+	presencePending atomic.Bool    // a coalesced presence:changed is scheduled
+	presence        presenceShares // the other replicas' presence (presence_share.go)
+	rechecks        atomic.Uint64  // token re-checks finished (recheckTokens), which tests wait on
 
 	media  *mediaTickets // GET /zidane/media tickets (media.go)
 	drafts *draftBook    // drafts in memory, written coalesced (handlers_state.go)
@@ -487,6 +488,11 @@ func New(ctx context.Context, cfg Config, st *store.Store) (*Server, error) {
 		s.replica.Listening(base)
 	})
 	go s.recheckTokensEvery(cfg.TokenRecheck)
+	if bus := s.Bus(); bus != nil {
+		if err := s.startPresenceShare(bus); err != nil {
+			s.log.Warn("presence is not shared with the other replicas", "err", err)
+		}
+	}
 	return s, nil
 }
 
@@ -621,6 +627,11 @@ func (s *Server) recheckTokensEvery(d time.Duration) {
 	if d <= 0 {
 		d = 30 * time.Second
 	}
+	s.every(d, s.recheckTokens)
+}
+
+// every calls fn every d until the server stops.
+func (s *Server) every(d time.Duration, fn func()) {
 	t := time.NewTicker(d)
 	defer t.Stop()
 	for {
@@ -628,7 +639,7 @@ func (s *Server) recheckTokensEvery(d time.Duration) {
 		case <-s.baseCtx.Done():
 			return
 		case <-t.C:
-			s.recheckTokens()
+			fn()
 		}
 	}
 }
@@ -854,6 +865,7 @@ func (s *Server) Shutdown(ctx context.Context) {
 	s.mcp.Close()
 	if bus := s.hub.bus.Load(); bus != nil {
 		defer bus.Close() // after the connections: the runs' last signals went out
+		s.sendPresenceShare(bus, nil, true)
 	}
 	s.replica.Close(ctx) // its leases end with it: the others need not wait for the lease bound
 	s.connsMu.Lock()
