@@ -18,7 +18,12 @@ import (
 func (s *Server) newMCP() {
 	uf := s.mcpUserFile()
 	sub := s.watcher.Subscribe()
+	var sample mcp.SampleFunc
+	if s.cfg.MCPSampling {
+		sample = s.tools.Sample
+	}
 	m := mcp.NewManager(mcp.Options{
+		Sample:   sample,
 		UserFile: uf,
 		Env:      s.cfg.Tools.ExecEnv,
 		Logger:   s.log,

@@ -159,3 +159,55 @@ func TestMCPPromptAttachesResource(t *testing.T) {
 	res := "[resource test://hello (text/plain)]\n" + mcptest.HelloText
 	assert.Equal(t, "Summarize the attached resource.\n\n"+res+"\n\n"+res, prompt.Text)
 }
+
+// TestMCPSamplingRefusedUnlessEnabled: by default the client advertises no sampling and a
+// server's sampling request fails the call; with Config.MCPSampling (--mcp-sampling) it asks an
+// approval naming the server, and once allowed runs on the session's model
+// (the scripted one answers with its first turn's text), the answer reaching the server.
+func TestMCPSamplingRefusedUnlessEnabled(t *testing.T) {
+	script := `{"turns":[{"steps":[{"text":"Sampling now."},` + mcpCall("s1", "sample", `{"text":"What is 2+2?"}`) + `]},{"steps":[{"text":"done"}]}]}`
+	off := mcpEnv(t, script, nil)
+	c := off.dial()
+	c.hello()
+	admin := off.dialAs(off.mint("admin"))
+	res := promptAllowing(t, c, admin, c.newSession(), "sample")
+	require.Contains(t, res, "s1")
+	assert.True(t, res["s1"].isError, res["s1"].text)
+	assert.NotContains(t, res["s1"].text, "sampled")
+
+	on := mcpEnv(t, script, func(c *Config) { c.MCPSampling = true })
+	c = on.dial()
+	c.hello()
+	admin = on.dialAs(on.mint("admin"))
+	sid := c.newSession()
+	c.result("chat.send", fmt.Sprintf(`{"sessionId":%q,"prompt":"sample"}`, sid))
+	var sampling []map[string]any
+	var result toolResult
+	for done := false; !done; {
+		s := c.nextSignal()
+		if s.session != sid {
+			continue
+		}
+		p := decodeObj(t, s.raw)["params"].(map[string]any)
+		switch s.kind {
+		case "approval:request":
+			req := p["request"].(map[string]any)
+			if req["tool"] == agent.MCPSamplingTool {
+				sampling = append(sampling, req)
+				assert.Contains(t, req["summary"], `MCP server "gt" asks the model: What is 2+2?`)
+			}
+			admin.result("approvals.answer", fmt.Sprintf(`{"sessionId":%q,"requestId":%q,"decision":"allow"}`, sid, req["requestId"]))
+		case "event":
+			if ev := p["event"].(map[string]any); ev["kind"] == "tool-result" && ev["callId"] == "s1" {
+				result.text = ev["text"].(string)
+				result.isError, _ = ev["isError"].(bool)
+			}
+		case "run:end":
+			done = true
+		}
+	}
+	require.Len(t, sampling, 1, "the sampling request asked once")
+	assert.False(t, result.isError, result.text)
+	assert.Contains(t, result.text, "sampled (")
+	assert.Contains(t, result.text, "[Sampling now.]")
+}

@@ -171,6 +171,10 @@ type Config struct {
 	Tools tools.Config
 	// MCPUserFile is the server user's mcps.json (issue 23); "" is ~/.zidane/mcps.json, "-" none.
 	MCPUserFile string
+	// MCPSampling lets MCP servers' sampling/createMessage requests run on the session's model,
+	// each under an approval (issue 23 item 2; --mcp-sampling). False: sampling is not advertised
+	// and a request is refused.
+	MCPSampling bool
 	// StepDelay slows the scripted provider between streamed pieces (tests use it to watch a run).
 	StepDelay time.Duration
 	// Models resolves the agent's model ids; nil: the scripted provider alone.
@@ -445,6 +449,7 @@ func New(ctx context.Context, cfg Config, st *store.Store) (*Server, error) {
 		stop()
 		return nil, err
 	}
+	s.tools.Sampler = s.runs.SampleText
 	s.handlers = &handlers{s: s}
 	if cfg.WebApp {
 		reserved := cfg.WebAppReserved

@@ -237,7 +237,8 @@ func startCmd() *cobra.Command {
 	var unixSocket string
 	var credentialKeyFile, publicURL string
 	var limits server.Limits
-	var allowClone, projectTerminals, allowCreateFolders, allowRemoteInstalls, webApp bool
+	var allowClone, projectTerminals, allowCreateFolders, allowRemoteInstalls, webApp, mcpSampling bool
+	var mcpConfig string
 	var sb server.SandboxConfig
 	var sbDefault string
 	var sbUnsupported []string
@@ -344,7 +345,7 @@ func startCmd() *cobra.Command {
 				ApprovalTimeout: approvalTimeout, RestoreWindow: restoreWindow, Models: models, SystemPrompt: systemPrompt, RunLimits: runLimits, Sandbox: sb,
 				ViaMakeRun: os.Getenv(server.MakeRunEnv) == "1", MakeArgs: os.Getenv(server.MakeArgsEnv), WebApp: webApp,
 				SSEBasePath: sseBasePath, SSEHeartbeat: sseHeartbeat,
-				CredentialKeyFile: credentialKeyFile, PublicURL: publicURL}
+				CredentialKeyFile: credentialKeyFile, PublicURL: publicURL, MCPSampling: mcpSampling, MCPUserFile: mcpConfig}
 			if home, err := os.UserHomeDir(); err == nil {
 				cfg.UserHome = home // ~/.zidane/agents, skills and commands (issue 27)
 			}
@@ -494,6 +495,8 @@ func startCmd() *cobra.Command {
 	cmd.Flags().BoolVar(&projectTerminals, "project-terminals", false, "let admin tokens run terminals in the workspace roots (see docs/security.md)")
 	cmd.Flags().IntVar(&pgSupervise.MaxRestarts, "managed-postgres-restarts", store.DefaultMaxRestarts, "restarts of the managed Postgres in a row that may fail before the server exits with status 1 (see docs/security.md)")
 	cmd.Flags().DurationVar(&pgSupervise.Backoff, "managed-postgres-backoff", store.DefaultRestartBackoff, "wait before restarting the managed Postgres after it exited; doubles per restart up to 30s")
+	cmd.Flags().BoolVar(&mcpSampling, "mcp-sampling", false, "let MCP servers' sampling requests (sampling/createMessage) run on the session's model, each under an approval; off, sampling is not advertised and a request is refused")
+	cmd.Flags().StringVar(&mcpConfig, "mcp-config", "", "the server user's MCP servers file (default ~/.zidane/mcps.json; \"-\" for none)")
 	cmd.Flags().DurationVar(&approvalTimeout, "approval-timeout", 30*time.Minute, "how long a tool approval request waits for an answer before it expires as a denial")
 	cmd.Flags().DurationVar(&restoreWindow, "restore-window", server.DefaultRestoreWindow, "how long history.restore can bring back the exchanges history.rollback dropped (kept in the database, across restarts)")
 	cmd.Flags().StringVar(&sbDefault, "sandbox", string(sandbox.WorkspaceWrite), "default sandbox policy of the agent's commands: workspace-write, workspace-write+network, read-only, or off (needs --sandbox-allow-off); an admin token changes it per session (sessions.setSandbox)")

@@ -43,7 +43,10 @@ func TestElicitExpiryCancelAndSubagent(t *testing.T) {
 
 	child := tc
 	child.Session.ParentSessionID, child.Session.ParentRunID = "parent-session", "parent-run"
-	go func() { r, _ := f.host.Elicit(f.host.withHostCall(context.Background(), child), "srv", form); done <- r }()
+	go func() {
+		r, _ := f.host.Elicit(f.host.withHostCall(context.Background(), child), "srv", form)
+		done <- r
+	}()
 	var q []protocol.InteractionRequest
 	require.Eventually(t, func() bool { q = f.gate.PendingQuestions("parent-session"); return len(q) == 1 }, 5*time.Second, 5*time.Millisecond)
 	require.NotNil(t, q[0].ParentSessionID)

@@ -46,6 +46,10 @@ type ToolHost struct {
 	// (nil: "").
 	MCPPolicy func(ctx context.Context, sessionID string) string
 
+	// Sampler runs an MCP server's sampling request on the session's model (Runtime.SampleText;
+	// nil: sampling is refused).
+	Sampler Sampler
+
 	plans   planCache
 	mcpSess mcpSessions
 }
