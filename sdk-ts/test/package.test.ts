@@ -61,7 +61,8 @@ test('npm pack: the tarball installs offline in a project outside the repository
     const chat = await import('@zidane/sdk/chat')
     const adapters = await import('@zidane/sdk/adapters')
     const protocol = await import('@zidane/sdk/protocol')
-    const ok = typeof client.createServerClient === 'function' && typeof chat.createSessionStreams === 'function' &&
+    const server = await import('@zidane/sdk/server')
+    const ok = typeof server.createSseHandler === 'function' && typeof server.toNodeHandler === 'function' && typeof client.createServerClient === 'function' && typeof chat.createSessionStreams === 'function' &&
       typeof chat.applyLiveEvent === 'function' && typeof adapters.createServerHost === 'function' &&
       typeof adapters.createRunHost === 'function' && typeof adapters.createSseHost === 'function' && typeof adapters.createWorkerHost === 'function' &&
       protocol.PROTOCOL_VERSION === 16 && root.ErrorCode.MethodNotFound === -32601
