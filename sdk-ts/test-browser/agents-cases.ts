@@ -24,6 +24,7 @@ export function writeProjectFiles(root: string): void {
     '.zidane/agents/helper.md': '---\ndescription: Writes files\nmodel: helper/scripted\ntools: write_file, read_file\n---\nYou help.\n',
     '.zidane/agents/broken.md': '---\nname: [unclosed\n---\nBroken.\n',
     '.zidane/skills/notes/SKILL.md': '---\nname: notes\ndescription: Keeps meeting notes tidy\n---\nUse headings.\n',
+    'mention-me.txt': 'the mentioned content\n',
     '.zidane/commands/greet.md': '---\ndescription: Greets someone\nargument-hint: <name>\nmodel: quick/scripted\n---\nSay hello to $ARGUMENTS.\n',
   }
   for (const [rel, body] of Object.entries(files)) {
@@ -64,7 +65,10 @@ export async function agentPickerSwitchesToPlan({ page, newSession }: Ctx): Prom
   assert.match((await details.locator('summary').textContent()) ?? '', /1 skill, \d+ definition problems?/)
 }
 
-/** `/` offers the project's command in an accessible listbox; Enter picks it and the prompt runs as chat.send {command, arguments}. */
+/**
+ * `/` offers the project's command in an accessible listbox; Enter picks it and the prompt runs as
+ * chat.send {command, arguments}; ArrowUp recalls it; `@` offers a file, sent as a mention.
+ */
 export async function slashCommandRuns({ page, newSession }: Ctx): Promise<string> {
   const sessionId = await newSession(page)
   const box = composer(page)
@@ -89,6 +93,21 @@ export async function slashCommandRuns({ page, newSession }: Ctx): Promise<strin
   await page.waitForFunction(() => (document.querySelector('textarea[aria-label=Message]') as HTMLTextAreaElement).value.includes('zebracorn'))
   await box.press('ArrowDown')
   assert.equal(await box.inputValue(), '')
+  // @ offers files; Tab picks one as a mention (a chip), which reaches the model as a read_file result.
+  await page.getByLabel('Model').selectOption('quick/scripted')
+  await box.pressSequentially('Look at @mention-m')
+  const file = list.getByRole('option', { name: /mention-me\.txt/ })
+  await file.waitFor()
+  await box.press('Tab')
+  assert.equal(await box.inputValue(), 'Look at @mention-me.txt ')
+  await page.getByRole('list', { name: 'Mentions' }).getByText('@mention-me.txt').waitFor()
+  await page.waitForFunction(() => [...document.querySelectorAll('button')].some((b) => b.textContent === 'Send' && !b.disabled))
+  await box.press('Enter')
+  await transcript(page).getByText('Look at @mention-me.txt').waitFor()
+  await transcript(page).getByText('read_file', { exact: true }).first().click()
+  await transcript(page).getByText('the mentioned content').waitFor()
+  await page.getByRole('list', { name: 'Mentions' }).waitFor({ state: 'detached' })
+  await idle(page)
   return sessionId
 }
 
@@ -133,16 +152,17 @@ export async function searchOpensTheSession({ page }: Ctx, sessionId: string): P
   await page.getByRole('searchbox', { name: 'Search sessions' }).fill('')
 }
 
-/** A turn's menu forks the session at that turn and opens the fork; Roll back here offers Restore, which brings the exchange back. */
+/** A turn's menu forks the session at its first turn (the fork holds that exchange only) and opens the fork; Roll back here offers Restore, which brings the exchange back. */
 export async function forkAndRollBackFromTheTurnMenu({ page, send }: Ctx, sessionId: string): Promise<void> {
   await page.goto(new URL(`/s/${encodeURIComponent(sessionId)}`, page.url()).href)
-  await transcript(page).getByText('Quick answer.').waitFor()
+  await transcript(page).getByText('Look at @mention-me.txt').waitFor()
   await transcript(page).getByRole('button', { name: 'Turn menu' }).first().click()
   await page.getByRole('menu', { name: 'Turn' }).getByRole('menuitem', { name: 'Fork' }).click()
   await page.waitForURL((u) => u.pathname.startsWith('/s/') && decodeURIComponent(u.pathname.slice(3)) !== sessionId)
   const fork = sessionOf(page)
   await transcript(page).getByText('Say hello to zebracorn.').waitFor()
   await transcript(page).getByText('Quick answer.').waitFor()
+  assert.equal(await transcript(page).getByText('Look at @mention-me.txt').count(), 0, 'the fork ends with the first exchange')
   // A second exchange in the fork, then roll back to the first: the second goes, Restore brings it back.
   await page.getByLabel('Model').selectOption('quick/scripted')
   await send(page, 'A second exchange.')

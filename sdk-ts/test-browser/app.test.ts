@@ -294,7 +294,7 @@ describe('web app in Chromium', () => {
   const ctx = (): Ctx => ({ page, root: server.root, newSession, send })
   let greeted = ''
   test('agent picker: build, plan and the project agents; switches to plan; skills and a broken file listed', () => agentPickerSwitchesToPlan(ctx()))
-  test('/ completion offers a project command and runs it as chat.send {command, arguments}; ArrowUp recalls it', async () => {
+  test('/ completion offers a project command and runs it as chat.send {command, arguments}; ArrowUp recalls it; @ sends a mention', async () => {
     greeted = await slashCommandRuns(ctx())
   })
   test("a subagent's child session nested under its parent's run; its approval answered from the parent's view", () => subagentNestedAndApprovedFromParent(ctx()))
