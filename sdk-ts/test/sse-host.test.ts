@@ -2,14 +2,20 @@
 // (--sse-base-path /api/chat) on a real Postgres, through a loopback TCP proxy that cuts the live
 // streams at random moments: the transcript the host ends with equals the stored one (hydrate
 // straight from the server), a stream closes a second after its last watcher leaves, and a restart
-// (reset: epoch) hydrates again. ZIDANE_SSE_CUTS sets the number of cuts (20 here, 200 under make soak).
+// (reset: epoch) hydrates again; the same cuts through the Node bridge (createSseHandler) in front of
+// it. ZIDANE_SSE_CUTS sets the number of cuts (20 here, 200 under make soak).
 import assert from 'node:assert/strict'
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { after, before, test } from 'node:test'
+import http from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { after, before, test, type TestContext } from 'node:test'
 import { isDeepStrictEqual } from 'node:util'
+import { WebSocket } from 'ws'
 import { createSseHost, type SseHost } from '../src/adapters/index.js'
+import { createServerClient, type WebSocketConstructor } from '../src/client/index.js'
+import { createSseHandler, toNodeHandler } from '../src/server/index.js'
 import type { HydrateResponse, StreamEvent } from '../src/index.js'
 import { until } from './helpers/clock.js'
 import { CutProxy, type Pair } from './helpers/proxy.js'
@@ -82,21 +88,32 @@ function prng(seed: number): () => number {
   }
 }
 
-test('sse host: random cuts of the live stream over a long run; the transcript equals the stored one, each record once', async (t) => {
+/**
+ * Random cuts of the host's live streams at targetPort (the server, or a bridge in front of it):
+ * rounds of at most 20 cuts, each on a fresh session (so the soak's 200 keep transcripts short),
+ * prompts sent back to back meanwhile, then one more run; every round's transcript must equal the
+ * stored one, every prompt once, and every resume must come from Last-Event-ID (no reset).
+ */
+async function cutRun(t: TestContext, targetPort: number) {
   const cuts = Number(process.env['ZIDANE_SSE_CUTS'] ?? 20)
   const seed = Number(process.env['ZIDANE_SSE_SEED'] ?? Date.now() % 1_000_000)
   const rnd = prng(seed)
-  const cp = await CutProxy.start(server.port)
+  const cp = await CutProxy.start(targetPort)
   t.after(() => cp.close())
   const errors: string[] = []
-  const host = createSseHost({ baseUrl: `http://127.0.0.1:${cp.port}/api/chat`, headers: auth, reconnectMs: 20, maxReconnectMs: 200, frames: false, onError: (e) => errors.push(e.message) })
+  let streamRequests = 0
+  const counting: typeof fetch = (input, init) => {
+    if (String(input).endsWith('/stream')) streamRequests++
+    return fetch(input, init)
+  }
+  const host = createSseHost({ baseUrl: `http://127.0.0.1:${cp.port}/api/chat`, headers: auth, reconnectMs: 20, maxReconnectMs: 200, frames: false, fetch: counting, onError: (e) => errors.push(e.message) })
   t.after(() => host.close())
   await host.ready
   let done = 0
-  let streamsOpened = 0
+  let rounds = 0
   const start = Date.now()
-  // Rounds of at most 20 cuts, each on a fresh session, so the soak's 200 cuts keep transcripts short.
   while (done < cuts) {
+    rounds++
     const s = await host.createSession({ title: `cuts from ${done}` })
     const release = host.watch(s.id)
     await host.open(s.id)
@@ -125,10 +142,31 @@ test('sse host: random cuts of the live stream over a long run; the transcript e
     await matchesStore(host, s.id)
     release()
   }
-  streamsOpened = cp.accepted
-  t.diagnostic(`${cuts} cuts in ${Date.now() - start} ms, ${streamsOpened} connections, seed ${seed}`)
-  assert.ok(streamsOpened > cuts, 'each cut reconnected')
+  t.diagnostic(`${cuts} cuts in ${Date.now() - start} ms, ${streamRequests} stream requests, seed ${seed}`)
+  assert.ok(streamRequests >= cuts + rounds, `each cut reconnected: ${streamRequests} stream requests for ${cuts} cuts in ${rounds} rounds`)
   assert.ok(errors.every((m) => !/hydrating again/.test(m)), `resumed from Last-Event-ID, no reset: ${errors.join('; ')}`)
+}
+
+test('sse host: random cuts of the live stream over a long run; the transcript equals the stored one, each record once', async (t) => {
+  await cutRun(t, server.port)
+})
+
+test('sse host through the Node bridge (createSseHandler): random cuts; the transcript equals the stored one, each record once', async (t) => {
+  const client = createServerClient({ url: server.url, token, WebSocket: WebSocket as unknown as WebSocketConstructor, appVersion: 'sse-host-test' })
+  t.after(() => client.close())
+  await client.ready
+  const handler = createSseHandler({ server: client, cwd: '', authorize: () => 'user', logger: { warn: () => {} } })
+  t.after(() => handler.close())
+  const bridge = http.createServer(toNodeHandler(handler) as unknown as http.RequestListener)
+  await new Promise<void>((r) => bridge.listen(0, '127.0.0.1', () => r()))
+  t.after(
+    () =>
+      new Promise<void>((r) => {
+        bridge.closeAllConnections()
+        bridge.close(() => r())
+      }),
+  )
+  await cutRun(t, (bridge.address() as AddressInfo).port)
 })
 
 /** Resolves when the proxy sees a stream connection close, with the time it closed. */
