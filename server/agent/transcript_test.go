@@ -118,3 +118,27 @@ func TestDeleteSessionExcludesRuns(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, stored(ctx))
 }
+
+// mergePieces (a takeover's stream tail) makes the rows the transcript writer makes of the same
+// events: consecutive pieces of one kind and turn are one block, a change of kind or turn or
+// any other event closes it, a closed markdown event stays its own row.
+func TestMergePiecesAsTheWriter(t *testing.T) {
+	md := func(turn, text string) *protocol.MarkdownEvent {
+		return &protocol.MarkdownEvent{TurnID: turn, Text: text, Streaming: true}
+	}
+	th := &protocol.ThinkingEvent{TurnID: "t1", Text: "hm", Streaming: true}
+	tool := &protocol.ToolEvent{TurnID: "t1", Text: "ls"}
+	closed := &protocol.MarkdownEvent{TurnID: "t2", Text: "whole"}
+	got := mergePieces([]protocol.StreamEvent{th, md("t1", "a"), md("t1", "b"), tool, md("t1", "c"), md("t2", "d"), closed, md("t2", "e")})
+	want := []protocol.StreamEvent{
+		&protocol.ThinkingEvent{TurnID: "t1", Text: "hm"},
+		&protocol.MarkdownEvent{TurnID: "t1", Text: "ab"},
+		tool,
+		&protocol.MarkdownEvent{TurnID: "t1", Text: "c"},
+		&protocol.MarkdownEvent{TurnID: "t2", Text: "d"},
+		closed,
+		&protocol.MarkdownEvent{TurnID: "t2", Text: "e"},
+	}
+	require.Equal(t, want, got)
+	assert.Empty(t, mergePieces(nil))
+}

@@ -163,3 +163,48 @@ func TestRecreatedStreamIsANewEpoch(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, int64(1), seq, "a new epoch numbers from 1")
 }
+
+// Since returns a session's signals after a $seq, whoever published them, and only that
+// session's; nothing after the last; ErrGap once the stream lost the one right after it.
+func TestSinceReadsTheSessionAfterASeq(t *testing.T) {
+	ns := natstest.Start(t)
+	a, b := open(t, ns.URL, &recorder{}), open(t, ns.URL, &recorder{})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	sid, other := uuid.NewString(), uuid.NewString()
+	var last uint64
+	for i := 1; i <= 6; i++ {
+		bus := a
+		if i%2 == 0 {
+			bus = b
+		}
+		_, sseq, err := bus.Publish(ctx, sid, "event", []byte(`{"kind":"event","i":`+strconv.Itoa(i)+`}`), "")
+		require.NoError(t, err)
+		_, _, err = bus.Publish(ctx, other, "event", []byte(`{"kind":"event"}`), "")
+		require.NoError(t, err)
+		last = sseq
+	}
+	got, err := a.Since(ctx, sid, 3)
+	require.NoError(t, err)
+	var seqs []int64
+	for _, m := range got {
+		assert.Equal(t, sid, m.Session)
+		assert.JSONEq(t, `{"kind":"event","i":`+strconv.FormatInt(m.Seq, 10)+`}`, string(m.Body))
+		seqs = append(seqs, m.Seq)
+	}
+	assert.Equal(t, []int64{4, 5, 6}, seqs, "another replica's signals too, in order")
+	got, err = b.Since(ctx, sid, 6)
+	require.NoError(t, err)
+	assert.Empty(t, got)
+	got, err = a.Since(ctx, uuid.NewString(), 0)
+	require.NoError(t, err)
+	assert.Empty(t, got, "a session never signalled")
+
+	require.NoError(t, a.PurgeBefore(ctx, sid, last)) // only $seq 6 left
+	_, err = a.Since(ctx, sid, 3)
+	require.ErrorIs(t, err, jetstream.ErrGap)
+	got, err = a.Since(ctx, sid, 5)
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	assert.Equal(t, int64(6), got[0].Seq)
+}
