@@ -47,9 +47,11 @@ var ErrBadSearchCursor = errors.New("not a search cursor")
 // maxSearchOffset bounds how deep a search pages.
 const maxSearchOffset = 1000
 
-// identifierLike reports whether q reads as a code identifier or a path (one token holding a
-// digit, punctuation such as . / _ - :, or a lower-case letter followed by an upper-case one),
-// which trigram matching finds inside longer words ("istory.go" in "server/agent/history.go").
+// identifierLike reports whether q reads as a code identifier or a path (one token holding
+// punctuation such as . / _ - :, or a lower-case letter followed by an upper-case one), which
+// trigram matching finds inside longer words ("istory.go" in "server/agent/history.go"). Letters
+// and digits alone ("v16", "w1234") are a word the full-text index holds whole: matching them
+// inside longer words would find "v160" for "v16" and read every such event.
 func identifierLike(q string) bool {
 	if len([]rune(q)) < 3 || strings.ContainsAny(q, " \t\n\"") {
 		return false
@@ -57,7 +59,7 @@ func identifierLike(q string) bool {
 	prevLower := false
 	for _, r := range q {
 		switch {
-		case unicode.IsDigit(r), strings.ContainsRune("./_-:\\#@$", r):
+		case strings.ContainsRune("./_-:\\#@$", r):
 			return true
 		case unicode.IsUpper(r) && prevLower:
 			return true
