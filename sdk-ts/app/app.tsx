@@ -3,7 +3,7 @@
 import { useEffect, useState, type FormEvent, type ReactNode } from 'react'
 import { createServerApprovalsHost, createServerHost, type ApprovalsHost, type ServerHost } from '../src/adapters/index.js'
 import type { ConnectionState } from '../src/client/client.js'
-import { ChatProvider, HostComposer, HostInteractions, HostTranscript, SessionList, useChat, useStore } from '../src/react/index.js'
+import { ChatProvider, HostComposer, HostInteractions, HostPlan, HostTranscript, SessionList, useChat, useStore } from '../src/react/index.js'
 import { forgetAuth, loadAuth, pair, saveAuth, serverUrl, type Auth } from './auth.js'
 import { AgentPanel } from './agents.js'
 import { GitPanel, SessionSettings, UsagePage } from './panels.js'
@@ -359,6 +359,7 @@ function SessionView({ sessionId, turnId, onOpen, onGone }: { sessionId: string;
         </p>
       )}
       <HostTranscript sessionId={sessionId} onOpenSession={onOpen} {...(turnId ? { focusTurnId: turnId } : {})} />
+      <HostPlan sessionId={sessionId} />
       <HostInteractions sessionId={sessionId} />
       <HostComposer sessionId={sessionId} />
       <GitPanel sessionId={sessionId} />

@@ -389,6 +389,18 @@ describe('web app in Chromium', () => {
     await transcript(page).getByRole('list', { name: 'Attached files' }).getByRole('img', { name: 'dot.png' }).waitFor()
   })
 
+  test('the plan the agent keeps (update_plan, plans:snapshot) shows with its steps, and after a reload (plans.get)', async () => {
+    await newSession(page, 'plan/scripted')
+    await send(page, 'Make a plan.')
+    await waitForText(page, 'Plan made.')
+    const plan = page.getByRole('region', { name: 'Plan' })
+    await plan.getByText('1 of 3 done').waitFor()
+    const steps = await plan.getByRole('listitem').allTextContents()
+    assert.deepEqual(steps.map((s) => s.replace(/^\W+/, '')), ['Read the code done', 'Write the fix in progress', 'Run the tests pending'])
+    await page.reload()
+    await page.getByRole('region', { name: 'Plan' }).getByText('Write the fix').waitFor()
+  })
+
   test('prefs: the theme picked in one page is the other page\'s live (prefs.*)', async () => {
     const other = await context.newPage()
     watch(other)

@@ -6,7 +6,7 @@
 import { readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { gzipSync } from 'node:zlib'
-import { benchScripts, distDir, launchBrowser, startServer } from './harness.js'
+import { benchScripts, distDir, launchBrowser, scrollTranscriptToTop, startServer, streamRows } from './harness.js'
 
 type Row = { figure: string; value: number; unit: string; op: '<=' | '>='; target: number }
 const rows: Row[] = []
@@ -106,35 +106,15 @@ async function main(): Promise<void> {
     rows.push({ figure: 'longest task during a 5,000-piece run', value: Math.max(0, ...m.longtasks), unit: 'ms', op: '<=', target: 50 })
 
     // A 10,000-row transcript: streamed, then opened by a fresh page, then scrolled to the top.
-    const first = page.url()
-    await page.getByRole('button', { name: 'New session' }).first().click()
-    await page.waitForURL((u) => u.pathname.startsWith('/s/') && u.href !== first)
-    await page.getByLabel('Model').selectOption('rows/scripted')
-    await page.getByRole('textbox', { name: 'Message' }).fill('Make 10000 rows.')
-    await page.waitForFunction(() => [...document.querySelectorAll('button')].some((b) => b.textContent === 'Send' && !b.disabled))
-    await page.getByRole('textbox', { name: 'Message' }).press('Enter')
-    await page.getByRole('log', { name: 'Transcript' }).getByText('END-OF-ROWS', { exact: false }).waitFor({ timeout: 180_000 })
-    await page.getByRole('button', { name: 'Stop' }).waitFor({ state: 'detached', timeout: 60_000 })
+    await streamRows(page)
     const url = page.url()
     const fresh = await context.newPage()
     const t0 = Date.now()
     await fresh.goto(url)
     await fresh.getByRole('log', { name: 'Transcript' }).getByText('END-OF-ROWS', { exact: false }).waitFor({ timeout: 60_000 })
     rows.push({ figure: '10,000-row transcript: page load to its last row shown', value: Date.now() - t0, unit: 'ms', op: '<=', target: 1000 })
-    const scroll = await fresh.evaluate(async () => {
-      const w = window as unknown as Record<string, number[]>
-      w['longtasks']!.length = 0
-      const log = document.querySelector('[role=log][aria-label=Transcript]') as HTMLElement
-      const frame = () => new Promise((r) => requestAnimationFrame(r))
-      let steps = 0
-      while (log.scrollTop > 0 && steps < 5000) {
-        log.scrollTop = Math.max(0, log.scrollTop - 2000)
-        await frame()
-        steps++
-      }
-      await frame()
-      return { steps, longtasks: w['longtasks']!.filter((d) => d > 50).length, longest: Math.max(0, ...w['longtasks']!) }
-    })
+    const run = await fresh.evaluate(scrollTranscriptToTop)
+    const scroll = { steps: run.steps, longtasks: run.longtasks.filter((d) => d > 50).length }
     rows.push({ figure: `10,000-row transcript: long tasks over 50 ms scrolling to the top (${scroll.steps} frames)`, value: scroll.longtasks, unit: '', op: '<=', target: 0 })
   } finally {
     await browser.close()

@@ -5,7 +5,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import http from 'node:http'
 import { join, extname, normalize } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { chromium, type Browser } from 'playwright-core'
+import { chromium, type Browser, type Page } from 'playwright-core'
 import { Database, freePort, ServerProcess } from '../test/helpers/server.js'
 
 /** The repository's root (dist-browser/test-browser/ is three levels below it). */
@@ -57,6 +57,12 @@ const scripts: Record<string, unknown> = {
   },
   ask: { turns: [turn({ ask: { prompt: 'Which color?', options: ['red', 'blue'] } }), turn(text('Thanks for the answer.'))] },
   xss: { loop: true, turns: [turn(text(xssText))] },
+  plan: {
+    turns: [
+      turn(text('Planning. '), { tool: { name: 'update_plan', arguments: { explanation: 'First pass', steps: [{ title: 'Read the code', status: 'done' }, { title: 'Write the fix', status: 'in_progress' }, { title: 'Run the tests', status: 'pending' }] }, id: 'p1' } }),
+      turn(text('Plan made.')),
+    ],
+  },
 }
 
 /** The bench's providers: many (5,000 pieces streamed back to back) and rows (10,000 rows: thinking and text alternate). */
@@ -166,3 +172,36 @@ export async function serveStatic(port: number, root: string, api?: { prefix: st
 }
 
 export { freePort }
+
+/**
+ * Runs in a page (page.evaluate): scrolls the transcript from the bottom to the top, 2,000 px a
+ * frame, as the bench measures it; returns the frames taken and the long tasks (the page's
+ * window.longtasks, durations in ms, emptied first) seen meanwhile.
+ */
+export async function scrollTranscriptToTop(): Promise<{ steps: number; longtasks: number[] }> {
+  const w = window as unknown as Record<string, number[]>
+  w['longtasks']!.length = 0
+  const log = document.querySelector('[role=log][aria-label=Transcript]') as HTMLElement
+  const frame = () => new Promise((r) => requestAnimationFrame(r))
+  let steps = 0
+  while (log.scrollTop > 0 && steps < 5000) {
+    log.scrollTop = Math.max(0, log.scrollTop - 2000)
+    await frame()
+    steps++
+  }
+  await frame()
+  return { steps, longtasks: [...w['longtasks']!] }
+}
+
+/** In a page of the app: a new session on the bench's rows model, "Make 10000 rows." sent, waited until the run ended. */
+export async function streamRows(page: Page): Promise<void> {
+  const first = page.url()
+  await page.getByRole('button', { name: 'New session' }).first().click()
+  await page.waitForURL((u) => u.pathname.startsWith('/s/') && u.href !== first)
+  await page.getByLabel('Model').selectOption('rows/scripted')
+  await page.getByRole('textbox', { name: 'Message' }).fill('Make 10000 rows.')
+  await page.waitForFunction(() => [...document.querySelectorAll('button')].some((b) => b.textContent === 'Send' && !b.disabled))
+  await page.getByRole('textbox', { name: 'Message' }).press('Enter')
+  await page.getByRole('log', { name: 'Transcript' }).getByText('END-OF-ROWS', { exact: false }).waitFor({ timeout: 180_000 })
+  await page.getByRole('button', { name: 'Stop' }).waitFor({ state: 'detached', timeout: 60_000 })
+}
