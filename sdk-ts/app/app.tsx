@@ -6,6 +6,7 @@ import type { ConnectionState } from '../src/client/client.js'
 import { ChatProvider, HostComposer, HostInteractions, HostPlan, HostTranscript, SessionList, useChat, useStore } from '../src/react/index.js'
 import { forgetAuth, loadAuth, pair, saveAuth, serverUrl, type Auth } from './auth.js'
 import { AgentPanel } from './agents.js'
+import { McpPage } from './mcp.js'
 import { GitPanel, SessionSettings, UsagePage } from './panels.js'
 import { saveTheme, useSharedTheme, type Theme } from './prefs.js'
 import { SessionSearch } from './search.js'
@@ -238,6 +239,16 @@ function Shell(props: { host: ServerHost; auth: Auth; theme: Theme; onTheme: (t:
         >
           Usage
         </a>
+        <a
+          href="/mcp"
+          aria-current={route.view === 'mcp' ? 'page' : undefined}
+          onClick={(e) => {
+            e.preventDefault()
+            go({ view: 'mcp' })
+          }}
+        >
+          MCP
+        </a>
         <label className="theme">
           Theme{' '}
           <select value={props.theme} onChange={(e) => {
@@ -271,6 +282,8 @@ function Shell(props: { host: ServerHost; auth: Auth; theme: Theme; onTheme: (t:
             <SessionView key={route.sessionId} sessionId={route.sessionId} turnId={route.turnId} onOpen={(id) => go({ view: 'session', sessionId: id })} onGone={() => go({ view: 'home' })} />
           ) : route.view === 'usage' ? (
             <UsagePage />
+          ) : route.view === 'mcp' ? (
+            <McpPage />
           ) : (
             <div className="empty">
               <h1>No session open</h1>

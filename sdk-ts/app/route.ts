@@ -1,9 +1,9 @@
-// Client routes: / (no session), /s/<sessionId> (?turn=<turnId>: scrolled to that turn), /usage.
-// The server answers index.html for them.
+// Client routes: / (no session), /s/<sessionId> (?turn=<turnId>: scrolled to that turn), /usage,
+// /mcp. The server answers index.html for them.
 import { useEffect, useState } from 'react'
 
 /** Where the page is. */
-export type Route = { view: 'home' } | { view: 'session'; sessionId: string; turnId?: string } | { view: 'usage' }
+export type Route = { view: 'home' } | { view: 'session'; sessionId: string; turnId?: string } | { view: 'usage' } | { view: 'mcp' }
 
 export function parseRoute(path: string, search = ''): Route {
   const m = /^\/s\/([^/]+)\/?$/.exec(path)
@@ -12,12 +12,13 @@ export function parseRoute(path: string, search = ''): Route {
     return turnId ? { view: 'session', sessionId: decodeURIComponent(m[1]!), turnId } : { view: 'session', sessionId: decodeURIComponent(m[1]!) }
   }
   if (path === '/usage') return { view: 'usage' }
+  if (path === '/mcp') return { view: 'mcp' }
   return { view: 'home' }
 }
 
 export function routePath(r: Route): string {
   if (r.view === 'session') return `/s/${encodeURIComponent(r.sessionId)}${r.turnId ? `?turn=${encodeURIComponent(r.turnId)}` : ''}`
-  return r.view === 'usage' ? '/usage' : '/'
+  return r.view === 'usage' ? '/usage' : r.view === 'mcp' ? '/mcp' : '/'
 }
 
 /** The current route and a navigate function (history.pushState; back and forward work). */

@@ -15,7 +15,7 @@ import { createServerClient, type WebSocketConstructor } from '../src/client/ind
 import { createSseHandler, toNodeHandler } from '../src/server/index.js'
 import type { Database, ServerProcess } from '../test/helpers/server.js'
 import { agentPickerSwitchesToPlan, agentScripts, forkAndRollBackFromTheTurnMenu, searchOpensTheSession, slashCommandRuns, subagentNestedAndApprovedFromParent, writeProjectFiles, type Ctx } from './agents-cases.js'
-import { exactCommand, exampleDir, FakeOpenAI, freePort, launchBrowser, serveStatic, sseExampleDir, shotsDir, startServer, streamPieces } from './harness.js'
+import { exactCommand, exampleDir, FakeOpenAI, freePort, launchBrowser, repo, serveStatic, sseExampleDir, shotsDir, startServer, streamPieces } from './harness.js'
 
 const require = createRequire(import.meta.url)
 const axeSource = readFileSync(require.resolve('axe-core/axe.min.js'), 'utf8')
@@ -98,7 +98,8 @@ describe('web app in Chromium', () => {
     mkdirSync(shotsDir, { recursive: true })
     // No --allowed-origin: the page the server serves is same-origin.
     await openai.start()
-    const started = await startServer([], agentScripts, openai)
+    // The MCP page's test runs e2e/mcp's reference server in the sandbox, which sees it read-only.
+    const started = await startServer(['--sandbox-expose', join(repo, 'e2e', 'mcp')], agentScripts, openai)
     server = started.server
     writeProjectFiles(server.root)
     db = started.db
@@ -330,6 +331,45 @@ describe('web app in Chromium', () => {
     await shots(page, 'usage')
     await page.goBack()
     await transcript(page).waitFor()
+  })
+
+  test('MCP page: an admin adds a stdio server (the reference server of e2e/mcp), tests it, sees its tools, removes it; a chat token sees no admin controls', async () => {
+    // The chat page: the catalog and the form, without the admin-only kinds and files.
+    await page.getByRole('link', { name: 'MCP' }).click()
+    await page.getByRole('heading', { name: 'MCP servers' }).waitFor()
+    await page.getByRole('form', { name: 'Add an MCP server' }).waitFor()
+    assert.equal(await page.getByRole('option', { name: 'HTTP (a URL)' }).count(), 0)
+    assert.equal(await page.getByRole('option', { name: /server user's/ }).count(), 0)
+    await page.goBack()
+    await transcript(page).waitFor()
+
+    // An admin token's page (its own storage): add, Test, see the tools, remove.
+    const everything = join(repo, 'e2e', 'mcp', 'node_modules', '@modelcontextprotocol', 'server-everything', 'dist', 'index.js')
+    assert.ok(existsSync(everything), 'e2e/mcp is installed (scripts/bootstrap.sh --ts)')
+    const adminCtx = await browser.newContext({ viewport: { width: 1100, height: 760 } })
+    await adminCtx.addInitScript((t) => localStorage.setItem('zidane.auth', JSON.stringify({ token: t, scope: 'admin' })), server.mintToken('mcp-admin', 'admin'))
+    const p = await adminCtx.newPage()
+    watch(p)
+    try {
+      await p.goto(`${base}/mcp`)
+      const form = p.getByRole('form', { name: 'Add an MCP server' })
+      await form.getByRole('option', { name: 'HTTP (a URL)' }).waitFor({ state: 'attached' })
+      await form.getByLabel('Name').fill('everything')
+      await form.getByLabel('Command').fill(process.execPath)
+      await form.getByLabel('Arguments (one a line)').fill(`${everything}\nstdio`)
+      await form.getByRole('button', { name: 'Add' }).click()
+      const row = p.getByRole('list', { name: 'MCP servers' }).getByRole('listitem', { name: 'everything' })
+      await row.getByText('project · stdio · scope context · shared').waitFor()
+      await row.getByRole('button', { name: 'Test' }).click()
+      await row.getByText(/^Last test: ok, \d+ tools/).waitFor({ timeout: 30_000 })
+      await row.getByRole('list', { name: 'Tools of everything' }).getByText('mcp__everything__echo', { exact: true }).waitFor()
+      await axe(p, 'mcp')
+      await shots(p, 'mcp')
+      await row.getByRole('button', { name: 'Remove' }).click()
+      await row.waitFor({ state: 'detached' })
+    } finally {
+      await adminCtx.close()
+    }
   })
 
   test('kill and restart the server: the app reconnects and reloads', async () => {
