@@ -38,7 +38,7 @@ test:
 fuzz:
 	scripts/fuzz.sh $${FUZZTIME:-30s}
 
-## soak: 500 connections of valid and invalid frames for 60 s against the real binary (loopback), 200 random cuts across three replicas on NATS JetStream, and 200 random cuts of createSseHost's streams (sdk-ts)
+## soak: 500 connections of valid and invalid frames for 60 s against the real binary (loopback), 200 random cuts across three replicas on NATS JetStream, and 200 random cuts of createSseHost's streams on the server and through the Node bridge (sdk-ts)
 soak:
 	ZIDANE_SOAK=1 $(GO) test -count=1 -timeout 10m -run "TestSoak|TestReplicaCuts" -v ./e2e/ | grep -E 'soak:|^(---|ok|FAIL)'
 	$(GO) build -o bin/ ./cmd/zidane-server

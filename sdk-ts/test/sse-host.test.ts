@@ -280,3 +280,31 @@ test('sse host: cancel stops the running prompt through the cancel route; the ru
   assert.doesNotMatch(JSON.stringify(host.streams.transcript(s.id)), /never shown/)
   await matchesStore(host, s.id)
 })
+
+test('sse host: a hydrate holds the newest turns (hydrateTurns); loadEarlier pages older ones through the hydrate route', async (t) => {
+  const writer = createSseHost({ baseUrl: `http://127.0.0.1:${server.port}/api/chat`, headers: auth, frames: false })
+  t.after(() => writer.close())
+  await writer.ready
+  const s = await writer.createSession({ title: 'pages' })
+  await writer.open(s.id)
+  for (let i = 1; i <= 3; i++) {
+    await writer.send(s.id, `Turn ${i}.`)
+    await runEnded(writer, s.id, i)
+  }
+  const reader = createSseHost({ baseUrl: `http://127.0.0.1:${server.port}/api/chat`, headers: auth, frames: false, hydrateTurns: 1, pageSize: 1 })
+  t.after(() => reader.close())
+  await reader.ready
+  await reader.open(s.id)
+  const newest = reader.streams.transcript(s.id).length
+  assert.ok(newest > 0 && userPrompts(reader, s.id) < 3, 'the newest turn only')
+  const page = reader.streams.getSnapshot(s.id).page
+  assert.ok(page.loaded && page.hasMore && page.cursor !== undefined)
+  let pages = 0
+  while (reader.streams.getSnapshot(s.id).page.hasMore) {
+    await reader.streams.loadEarlier(s.id)
+    pages++
+  }
+  assert.ok(pages >= 2, `paged ${pages} times`)
+  assert.equal(userPrompts(reader, s.id), 3)
+  assert.deepEqual(reader.streams.transcript(s.id), await stored(s.id))
+})
