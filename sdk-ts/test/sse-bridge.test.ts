@@ -117,3 +117,32 @@ test('bridge: toNodeHandler answers 413 without reading the body and the connect
   assert.equal(ok.status, 200, ok.body)
   assert.ok(ok.reused, 'the same connection answered the next request')
 })
+
+test('bridge: a dropped upstream connection ends the streams; reopened with Last-Event-ID after the restart they answer reset epoch', async (t) => {
+  const c = createServerClient({ url: server.url, token: server.mintToken(`bridge-restart-${++minted}`), WebSocket: WS, appVersion: 'bridge-test', reconnect: { initialMs: 100, maxMs: 500 } })
+  t.after(() => c.close())
+  const handler = createSseHandler({ server: c, cwd: server.root, authorize: () => true })
+  t.after(() => handler.close())
+  await c.ready
+  const created = await handler(new Request('http://app.test/api/chat/sessions', { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' }))
+  const { id } = (await created.json()) as { id: string }
+  const hy = (await (await handler(new Request(`http://app.test/api/chat/sessions/${id}`))).json()) as { lastEventId: string }
+  const r = await handler(new Request(`http://app.test/api/chat/sessions/${id}/stream`, { headers: { 'last-event-id': hy.lastEventId } }))
+  assert.equal(r.status, 200)
+  const reader = r.body!.getReader()
+  await server.stop()
+  // The stream ends once the client sees the connection drop.
+  for (;;) {
+    const { done } = await reader.read()
+    if (done) break
+  }
+  await server.launch()
+  await until(() => c.connection.get().status === 'open', 20_000, 'the client to reconnect')
+  assert.notEqual(c.hello!.signalEpoch, hy.lastEventId.split(':')[0], 'a new epoch')
+  const again = await handler(new Request(`http://app.test/api/chat/sessions/${id}/stream`, { headers: { 'last-event-id': hy.lastEventId } }))
+  assert.equal(again.status, 200)
+  const rd = again.body!.getReader()
+  const { value } = await rd.read()
+  assert.equal(new TextDecoder().decode(value), 'event: reset\ndata: {"reason":"epoch"}\n\n', 'the first record is a reset without id')
+  await rd.cancel()
+})
