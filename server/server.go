@@ -439,7 +439,7 @@ func New(ctx context.Context, cfg Config, st *store.Store) (*Server, error) {
 		Store: st, Reporter: agentReporter{s}, Logger: s.log,
 		MaxMessageBytes: int(cfg.Limits.MaxMessageBytes), StepDelay: cfg.StepDelay,
 		Models: s.storedModels(ctx), SystemPrompt: cfg.SystemPrompt, Limits: cfg.RunLimits, DefsHome: cfg.UserHome,
-		Tools: agent.HostTools{Host: s.tools}, Workspace: ws, Leases: s.replica,
+		Tools: agent.HostTools{Host: s.tools}, Workspace: ws, Leases: s.replica, SharedSignals: s.Bus() != nil,
 		AutoCompact: func(ctx context.Context) bool {
 			set, err := s.loadSettings(ctx)
 			return err != nil || set.AutoCompact == nil || *set.AutoCompact

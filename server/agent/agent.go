@@ -99,6 +99,12 @@ type Config struct {
 	// or dropped runs on this runtime (issue 25 §2, several replicas on one database); nil: no
 	// lease is taken (the runtime alone runs the database's sessions).
 	Leases Leases
+	// SharedSignals says the session signals are on a stream every replica reads (--nats-url;
+	// issue 25): a run's start write then waits for its prompt's $seq (published right after the
+	// write begins, after run:start and the plans' snapshot) so that the stored signal mark
+	// covers the prompt from its first write (store.SignalMark); without it the start write runs
+	// at once and later writes record the mark.
+	SharedSignals bool
 }
 
 // Leases are the run leases of the sessions a runtime runs (server/cluster implements them).
@@ -219,7 +225,7 @@ func New(cfg Config) (*Runtime, error) {
 	ends, endsOff := context.WithCancel(context.Background())
 	return &Runtime{
 		cfg: cfg, st: cfg.Store, rep: cfg.Reporter, log: cfg.Logger,
-		writer: newTranscriptWriter(cfg.Store, cfg.Logger, cfg.Reporter.SessionChanged), conv: newConversations(),
+		writer: newTranscriptWriter(cfg.Store, cfg.Logger, cfg.Reporter.SessionChanged, cfg.SharedSignals), conv: newConversations(),
 		models: cfg.Models, tools: cfg.Tools, slots: make(chan struct{}, cfg.Limits.MaxConcurrentRuns),
 		base: base, stop: stop, ends: ends, endsOff: endsOff,
 		active: map[string]*run{}, pending: map[string][]*run{}, dropped: map[string][]droppedRun{},

@@ -30,6 +30,8 @@ type transcriptWriter struct {
 	st     *store.Store
 	log    *slog.Logger
 	stored func(store.Session) // told of the session as stored by each run's start (session:updated)
+	// waitSeq: a run's start write waits for its prompt's $seq (Config.SharedSignals).
+	waitSeq bool
 
 	mu      sync.Mutex
 	pending []queuedRow
@@ -96,11 +98,11 @@ func (b *openBlock) due(now time.Time) bool {
 	return n <= smallBlock || 2*n >= 3*b.savedLen || now.Sub(b.savedAt) >= time.Second
 }
 
-// newTranscriptWriter starts a writer; stored is told of the session as stored by each run's
+// newTranscriptWriter starts a writer (waitSeq: see Config.SharedSignals); stored is told of the session as stored by each run's
 // start, after the run learned the outcome (a later write of the session may be told first:
 // store.Session.Version orders them).
-func newTranscriptWriter(st *store.Store, log *slog.Logger, stored func(store.Session)) *transcriptWriter {
-	w := &transcriptWriter{st: st, log: log, stored: stored, open: map[string]*openBlock{}, starts: map[string]*runStart{},
+func newTranscriptWriter(st *store.Store, log *slog.Logger, stored func(store.Session), waitSeq bool) *transcriptWriter {
+	w := &transcriptWriter{st: st, log: log, stored: stored, waitSeq: waitSeq, open: map[string]*openBlock{}, starts: map[string]*runStart{},
 		stop: make(chan struct{}), stopped: make(chan struct{}), flushMu: make(chan struct{}, 1)}
 	w.halt, w.quit = context.WithCancel(context.Background())
 	go w.loop()
@@ -285,6 +287,8 @@ func (w *transcriptWriter) sequenced(st *runStart, mark store.SignalMark) {
 	st.mark = mark
 	w.mu.Unlock()
 	close(st.sequenced)
+	// Without waitSeq the start may be written already: the prompt's row no longer queued, its
+	// $seq is recorded by the session's next write (a later row's) or not at all.
 }
 
 // startWriteTimeout bounds a run's start write, from the moment nothing older of its session is
@@ -313,10 +317,12 @@ func (w *transcriptWriter) writeStart(sessionID string, st *runStart, failed fun
 			failed()
 		}
 	}()
-	select { // the prompt's $seq: published right after begin, on the caller's goroutine
-	case <-st.sequenced:
-	case <-time.After(startWriteTimeout):
-		w.log.Error("a run's start was not told its prompt's $seq; written without it", "session", sessionID)
+	if w.waitSeq {
+		select { // the prompt's $seq: published right after begin, on the caller's goroutine
+		case <-st.sequenced:
+		case <-time.After(startWriteTimeout):
+			w.log.Error("a run's start was not told its prompt's $seq; written without it", "session", sessionID)
+		}
 	}
 	w.mu.Lock()
 	for w.flushing[sessionID] {
