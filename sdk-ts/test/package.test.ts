@@ -39,7 +39,7 @@ function walk(dir: string): string[] {
 test('dist uses no Node-only API (browsers and workers load it)', () => {
   for (const f of walk(join(sdk, 'dist')).filter((f) => f.endsWith('.js'))) {
     const src = readFileSync(f, 'utf8')
-    assert.doesNotMatch(src, /from ['"]node:|require\(|process\.|Buffer\b/, f)
+    assert.doesNotMatch(src, /from ['"]node:|\brequire\(|\bprocess\.|\bBuffer\b/, f)
   }
 })
 
