@@ -4,7 +4,7 @@
 // the examples on an in-page run host and on createSseHost (ui-sse, over the SSE protocol).
 // One browser for the whole file; every wait is on the page's state, never a sleep.
 import assert from 'node:assert/strict'
-import { existsSync, mkdirSync, readFileSync } from 'node:fs'
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { join } from 'node:path'
 import { after, before, describe, test } from 'node:test'
@@ -98,8 +98,13 @@ describe('web app in Chromium', () => {
     mkdirSync(shotsDir, { recursive: true })
     // No --allowed-origin: the page the server serves is same-origin.
     await openai.start()
-    // The MCP page's test runs e2e/mcp's reference server in the sandbox, which sees it read-only.
-    const started = await startServer(['--sandbox-expose', join(repo, 'e2e', 'mcp')], agentScripts, openai)
+    // The MCP page's test runs e2e/mcp's reference server in the sandbox, which sees it read-only;
+    // the elicitation test runs it from the server user's MCP file (--mcp-config) as "elicit".
+    const mcps = join(repo, 'sdk-ts', 'test-results', `mcps-${process.pid}.json`)
+    const everything = join(repo, 'e2e', 'mcp', 'node_modules', '@modelcontextprotocol', 'server-everything', 'dist', 'index.js')
+    writeFileSync(mcps, JSON.stringify({ mcpServers: { elicit: { command: 'node', args: [everything, 'stdio'], scope: 'host' } } }))
+    const elicit = { turns: [{ steps: [{ tool: { name: 'mcp__elicit__trigger-elicitation-request', arguments: {}, id: 'el1' } }] }, { steps: [{ text: 'Elicited.' }] }] }
+    const started = await startServer(['--sandbox-expose', join(repo, 'e2e', 'mcp'), '--mcp-config', mcps], { ...agentScripts, elicit }, openai)
     server = started.server
     writeProjectFiles(server.root)
     db = started.db
@@ -231,6 +236,23 @@ describe('web app in Chromium', () => {
     await q.getByRole('button', { name: 'Submit' }).click()
     await waitForText(page, 'Thanks for the answer.')
     await q.waitFor({ state: 'detached' })
+  })
+
+  test('answer an MCP server\'s form elicitation (server-everything)', async () => {
+    await newSession(page, 'elicit/scripted')
+    await send(page, 'Elicit.')
+    const approval = page.getByRole('dialog', { name: 'Approval' })
+    await approval.waitFor()
+    await approval.getByRole('button', { name: 'Allow', exact: true }).click()
+    const form = page.getByRole('dialog', { name: 'Elicitation' })
+    await form.waitFor()
+    await form.getByText('Please provide inputs for the following fields:').waitFor()
+    assert.equal(await form.getByLabel('Integer', { exact: true }).inputValue(), '42', 'defaults filled in')
+    await form.getByLabel('String (required)', { exact: true }).fill('Ada Lovelace')
+    await form.getByRole('button', { name: 'Submit' }).click()
+    await waitForText(page, 'Elicited.')
+    await form.waitFor({ state: 'detached' })
+    assert.match((await transcript(page).textContent()) ?? '', /Name: Ada Lovelace/)
   })
 
   test('a follow-up queued and removed; stop a run with Esc', async () => {

@@ -26,20 +26,22 @@ export function toPending(r: WireInteraction): PendingInteraction {
     id: r.requestId,
     sessionId: r.sessionId,
     runId: r.runId,
-    request: Object.freeze({ prompt: r.prompt, options: Object.freeze([...r.options]), multiple: r.multiple, allowText: r.allowText }),
+    request: Object.freeze({ prompt: r.prompt, options: Object.freeze([...r.options]), multiple: r.multiple, allowText: r.allowText, ...(r.elicitation ? { elicitation: r.elicitation } : {}) }),
     ...(r.parentSessionId ? { parentSessionId: r.parentSessionId } : {}),
   })
 }
 
 /** The server's answer shape from an InteractionReply: a string is an option's name, else text. */
-function toWireAnswer(p: PendingInteraction, answer: unknown): { choices?: string[]; text?: string } | null {
+function toWireAnswer(p: PendingInteraction, answer: unknown): { choices?: string[]; text?: string; action?: string; values?: unknown } | null {
   if (answer === null || answer === undefined) return null
   if (typeof answer === 'string') return p.request.options?.includes(answer) ? { choices: [answer] } : { text: answer }
   if (Array.isArray(answer)) return { choices: answer.map(String) }
-  const a = answer as { choices?: readonly string[]; text?: string }
-  const out: { choices?: string[]; text?: string } = {}
+  const a = answer as { choices?: readonly string[]; text?: string; action?: string; values?: unknown }
+  const out: { choices?: string[]; text?: string; action?: string; values?: unknown } = {}
   if (a.choices !== undefined) out.choices = [...a.choices]
   if (a.text !== undefined) out.text = a.text
+  if (a.action !== undefined) out.action = a.action // an MCP elicitation's answer (issue 23)
+  if (a.values !== undefined) out.values = a.values
   return out
 }
 

@@ -1,7 +1,7 @@
 // The ChatHost contract every adapter returns (client seed: "Connecting a host"), so page code stays
 // the same wherever the agent runs.
 import type { SessionStreams } from '../chat/streams.js'
-import type { StreamEvent } from '../protocol.js'
+import type { Elicitation, StreamEvent } from '../protocol.js'
 import type { ReadableStore } from '../store.js'
 
 /** A session as a session list shows it. */
@@ -29,13 +29,15 @@ export interface InteractionRequest {
   readonly allowText?: boolean
   /** Anything else the page needs to show it (run hosts only). */
   readonly data?: unknown
+  /** Set when an MCP server asks (issue 23): its form (requestedSchema) or its URL. */
+  readonly elicitation?: Elicitation
 }
 
 /**
  * An answer: the picked options and/or text (the server's shape), a plain string (an option's name,
  * else text), or null to dismiss. Run hosts hand the value to ask() as given.
  */
-export type InteractionReply = { readonly choices?: readonly string[]; readonly text?: string } | string | null
+export type InteractionReply = { readonly choices?: readonly string[]; readonly text?: string; readonly action?: 'accept' | 'decline'; readonly values?: Readonly<Record<string, unknown>> } | string | null
 
 /** A question waiting for its answer. */
 export interface PendingInteraction {

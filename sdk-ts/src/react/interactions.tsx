@@ -2,11 +2,13 @@
 // oldest pending tool approval as a dialog named "Approval" (the exact command or the write's diff
 // or new content; Allow, Always allow with what it would store, Deny; how many more wait), the
 // oldest question as a dialog named "Question" (radio buttons for one answer, checkboxes for
-// several, a textbox "Answer" when free text is allowed, Submit), and the follow-up queue with
-// Remove (server hosts). Focus moves to a dialog when it appears and back to the composer after.
+// several, a textbox "Answer" when free text is allowed, Submit), an MCP server's elicitation as a
+// dialog named "Elicitation" (issue 23: a form with a labelled field per requestedSchema property,
+// Submit, Decline and Cancel; or a URL shown as text and a link opened without opener or referrer,
+// Done and Decline), and the follow-up queue with Remove (server hosts). Focus moves to a dialog when it appears and back to the composer after.
 import { useEffect, useId, useRef, useState, type FormEvent, type ReactNode, type RefObject } from 'react'
 import type { HostSession, PendingInteraction } from '../adapters/types.js'
-import type { ApprovalDecision, ApprovalRequest, QueuedPrompt, WireSignal } from '../protocol.js'
+import type { ApprovalDecision, ApprovalRequest, Elicitation, QueuedPrompt, WireSignal } from '../protocol.js'
 import { focusComposer, useChat } from './context.js'
 import { useStore } from './index.js'
 import { DiffView } from './transcript.js'
@@ -180,6 +182,169 @@ function QuestionDialog({ pending, shownIn, onAnswer }: { pending: PendingIntera
   )
 }
 
+/** One field of an elicitation form (MCP PrimitiveSchemaDefinition). */
+interface FormField {
+  type?: string
+  title?: string
+  description?: string
+  enum?: string[]
+  enumNames?: string[]
+  oneOf?: { const: string; title?: string }[]
+  format?: string
+  minimum?: number
+  maximum?: number
+  items?: { enum?: string[]; anyOf?: { const: string; title?: string }[] }
+  default?: unknown
+}
+
+/** The choices of a string field or an array's items, with their labels. */
+function choicesOf(f: FormField | FormField['items']): { value: string; label: string }[] | undefined {
+  if (!f) return undefined
+  const ff = f as FormField
+  if (ff.enum) return ff.enum.map((v, i) => ({ value: v, label: ff.enumNames?.[i] ?? v }))
+  const list = ff.oneOf ?? (f as { anyOf?: { const: string; title?: string }[] }).anyOf
+  return list?.map((o) => ({ value: o.const, label: o.title ?? o.const }))
+}
+
+const inputTypes: Record<string, string> = { email: 'email', uri: 'url', date: 'date', 'date-time': 'datetime-local' }
+
+/** An MCP server's elicitation (issue 23): its form, or its URL to open. */
+function ElicitationDialog({ pending, elicitation, onAnswer }: { pending: PendingInteraction; elicitation: Elicitation; onAnswer: (a: { action: 'accept' | 'decline'; values?: Record<string, unknown> } | null) => Promise<void> }): ReactNode {
+  const schema = (elicitation.requestedSchema ?? {}) as { properties?: Record<string, FormField>; required?: string[] }
+  const fields = Object.entries(schema.properties ?? {})
+  const required = new Set(schema.required ?? [])
+  const [values, setValues] = useState<Record<string, unknown>>(() => Object.fromEntries(fields.filter(([, f]) => f.default !== undefined).map(([k, f]) => [k, f.default])))
+  const [busy, setBusy] = useState(false)
+  const [error, setError] = useState<string>()
+  const ref = useFocusOnMount<HTMLElement>(pending.id)
+  const id = useId()
+  useEffect(() => {
+    ref.current?.querySelector<HTMLElement>('input,select,a')?.focus()
+  }, [pending.id, ref])
+  const answer = (a: { action: 'accept' | 'decline'; values?: Record<string, unknown> } | null) => {
+    setBusy(true)
+    setError(undefined)
+    onAnswer(a).catch((e: unknown) => {
+      setError(e instanceof Error ? e.message : String(e))
+      setBusy(false)
+    })
+  }
+  const set = (k: string, v: unknown) => setValues((old) => ({ ...old, [k]: v }))
+  const submit = (ev: FormEvent) => {
+    ev.preventDefault()
+    const out: Record<string, unknown> = {}
+    for (const [k, f] of fields) {
+      const v = values[k]
+      if (v === undefined || (v === '' && !required.has(k))) continue
+      out[k] = (f.type === 'number' || f.type === 'integer') && typeof v === 'string' ? (v === '' ? v : Number(v)) : v
+    }
+    answer({ action: 'accept', values: out })
+  }
+  const title = (
+    <p className="zd-dialog-title">
+      <strong>{elicitation.server}</strong> asks: {elicitation.message}
+    </p>
+  )
+  if (elicitation.mode === 'url') {
+    return (
+      <section role="dialog" aria-label="Elicitation" className="zd-dialog" ref={ref}>
+        {title}
+        <p>
+          <code aria-label="Address">{elicitation.url}</code>
+        </p>
+        <p>
+          <a href={elicitation.url} target="_blank" rel="noopener noreferrer">
+            Open the address
+          </a>
+        </p>
+        {error && <p className="zd-error">{error}</p>}
+        <div className="zd-actions">
+          <button type="button" className="zd-button zd-primary" disabled={busy} onClick={() => answer({ action: 'accept' })}>
+            Done
+          </button>
+          <button type="button" className="zd-button" disabled={busy} onClick={() => answer({ action: 'decline' })}>
+            Decline
+          </button>
+        </div>
+      </section>
+    )
+  }
+  return (
+    <section role="dialog" aria-label="Elicitation" className="zd-dialog">
+      <form onSubmit={submit}>
+        <fieldset ref={ref as RefObject<HTMLFieldSetElement>} className="zd-fieldset">
+          <legend>{title}</legend>
+          {fields.map(([k, f]) => {
+            const label = `${f.title ?? k}${required.has(k) ? ' (required)' : ''}`
+            const fid = `${id}-${k}`
+            const choices = choicesOf(f.type === 'array' ? f.items : f)
+            let input: ReactNode
+            if (f.type === 'boolean') {
+              input = <input id={fid} type="checkbox" checked={values[k] === true} onChange={(e) => set(k, e.target.checked)} />
+            } else if (f.type === 'array') {
+              const picked = Array.isArray(values[k]) ? (values[k] as string[]) : []
+              input = (
+                <span role="group" aria-labelledby={fid}>
+                  {(choices ?? []).map((c) => (
+                    <label key={c.value} className="zd-choice">
+                      <input type="checkbox" checked={picked.includes(c.value)} onChange={(e) => set(k, e.target.checked ? [...picked, c.value] : picked.filter((p) => p !== c.value))} /> {c.label}
+                    </label>
+                  ))}
+                </span>
+              )
+            } else if (choices) {
+              input = (
+                <select id={fid} value={typeof values[k] === 'string' ? (values[k] as string) : ''} onChange={(e) => set(k, e.target.value)}>
+                  <option value="">—</option>
+                  {choices.map((c) => (
+                    <option key={c.value} value={c.value}>
+                      {c.label}
+                    </option>
+                  ))}
+                </select>
+              )
+            } else {
+              const num = f.type === 'number' || f.type === 'integer'
+              input = (
+                <input
+                  id={fid}
+                  type={num ? 'number' : (inputTypes[f.format ?? ''] ?? 'text')}
+                  step={f.type === 'integer' ? 1 : num ? 'any' : undefined}
+                  min={f.minimum}
+                  max={f.maximum}
+                  value={values[k] === undefined ? '' : String(values[k])}
+                  onChange={(e) => set(k, e.target.value)}
+                />
+              )
+            }
+            return (
+              <div key={k} className="zd-field">
+                <label htmlFor={fid} id={f.type === 'array' ? fid : undefined}>
+                  {label}
+                </label>{' '}
+                {input}
+                {f.description && <small className="zd-hint">{f.description}</small>}
+              </div>
+            )
+          })}
+        </fieldset>
+        {error && <p className="zd-error">{error}</p>}
+        <div className="zd-actions">
+          <button type="submit" className="zd-button zd-primary" disabled={busy}>
+            Submit
+          </button>
+          <button type="button" className="zd-button" disabled={busy} onClick={() => answer({ action: 'decline' })}>
+            Decline
+          </button>
+          <button type="button" className="zd-button" disabled={busy} onClick={() => answer(null)}>
+            Cancel
+          </button>
+        </div>
+      </form>
+    </section>
+  )
+}
+
 /** The follow-up queue of a session on a server host: queue.list, then queue:changed. */
 function useQueue(sessionId: string): readonly QueuedPrompt[] {
   const { client } = useChat()
@@ -239,7 +404,18 @@ export function HostInteractions(props: HostInteractionsProps): ReactNode {
           }}
         />
       )}
-      {!approval && question && (
+      {!approval && question?.request.elicitation && (
+        <ElicitationDialog
+          key={question.id}
+          pending={question}
+          elicitation={question.request.elicitation}
+          onAnswer={async (a) => {
+            await chat.host.answer(question.id, a)
+            done()
+          }}
+        />
+      )}
+      {!approval && question && !question.request.elicitation && (
         <QuestionDialog
           key={question.id}
           pending={question}
