@@ -1,8 +1,8 @@
 // The session's settings (approval mode, sandbox policy), the git panel and the usage page.
 import { useEffect, useState, type ReactNode } from 'react'
 import type { ServerHost } from '../src/adapters/index.js'
-import type { ApprovalMode, GitLogEntry, GitStatus, UsageSummaryResult } from '../src/protocol.js'
-import { ApprovalModeValues } from '../src/protocol.js'
+import type { ApprovalMode, GitLogEntry, GitStatus, SessionSandbox, UsageSummaryResult } from '../src/protocol.js'
+import { ApprovalModeValues, SandboxPolicyValues } from '../src/protocol.js'
 import { DiffView, useChat } from '../src/react/index.js'
 
 function useClient() {
@@ -15,12 +15,12 @@ const errText = (e: unknown) => (e instanceof Error ? e.message : String(e))
 export function SessionSettings({ sessionId }: { sessionId: string }): ReactNode {
   const client = useClient()
   const [mode, setMode] = useState<ApprovalMode>()
-  const [policy, setPolicy] = useState<string>()
+  const [sandbox, setSandbox] = useState<SessionSandbox>()
   const [error, setError] = useState<string>()
   useEffect(() => {
     let live = true
     client.call('approvals.getMode', { sessionId }).then((r) => live && setMode(r.mode), () => {})
-    client.call('sessions.getSandbox', { sessionId }).then((r) => live && setPolicy(typeof r.policy === 'string' ? r.policy : JSON.stringify(r.policy)), () => {})
+    client.call('sessions.getSandbox', { sessionId }).then((r) => live && setSandbox(r), () => {})
     const off = client.onSignal((s) => {
       if (s.kind === 'approval:mode' && s.sessionId === sessionId) setMode(s.mode)
     })
@@ -52,18 +52,51 @@ export function SessionSettings({ sessionId }: { sessionId: string }): ReactNode
           </select>
         </label>
       )}
-      {policy !== undefined && (
-        <span className="zd-muted">
-          Sandbox: <code>{policy}</code>
-          {client.offers('sessions.setSandbox') ? ' (admin: change with sessions.setSandbox)' : ''}
-        </span>
-      )}
+      {sandbox !== undefined && <SandboxSetting sessionId={sessionId} sandbox={sandbox} onChange={setSandbox} onError={setError} />}
       {error && (
         <span className="zd-error" role="alert">
           {error}
         </span>
       )}
     </div>
+  )
+}
+
+/**
+ * The session's sandbox policy: shown to every token; an admin token (its hello offers
+ * sessions.setSandbox) gets a picker "Sandbox policy" whose "Server default" clears the session's own.
+ */
+function SandboxSetting(props: { sessionId: string; sandbox: SessionSandbox; onChange: (s: SessionSandbox) => void; onError: (e: string | undefined) => void }): ReactNode {
+  const client = useClient()
+  const { sandbox } = props
+  if (!client.offers('sessions.setSandbox'))
+    return (
+      <span className="zd-muted">
+        Sandbox: <code>{sandbox.policy}</code>
+        {sandbox.set ? '' : ' (server default)'}
+      </span>
+    )
+  const values: string[] = [...SandboxPolicyValues]
+  if (!values.includes(sandbox.policy)) values.push(sandbox.policy)
+  return (
+    <label>
+      Sandbox policy{' '}
+      <select
+        value={sandbox.set ? sandbox.policy : ''}
+        onChange={(e) => {
+          const v = e.target.value
+          props.onError(undefined)
+          client.call('sessions.setSandbox', v === '' ? { sessionId: props.sessionId } : { sessionId: props.sessionId, policy: v }).then(props.onChange, (err: unknown) => props.onError(errText(err)))
+        }}
+      >
+        <option value="">{`Server default (${sandbox.set ? 'as the server sets it' : sandbox.policy})`}</option>
+        {values.map((v) => (
+          <option key={v} value={v}>
+            {v}
+          </option>
+        ))}
+      </select>
+    </label>
   )
 }
 

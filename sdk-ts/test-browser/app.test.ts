@@ -463,6 +463,34 @@ describe('web app in Chromium', () => {
     await page.getByRole('region', { name: 'Plan' }).getByText('Write the fix').waitFor()
   })
 
+  test('the sandbox policy: read-only for a chat token, set and cleared by an admin token (sessions.setSandbox)', async () => {
+    const sessionId = await newSession(page)
+    await page.getByText('Sandbox:').waitFor()
+    assert.equal(await page.getByRole('combobox', { name: 'Sandbox policy' }).count(), 0)
+    const adminCtx = await browser.newContext({ viewport: { width: 1100, height: 760 } })
+    await adminCtx.addInitScript((t) => localStorage.setItem('zidane.auth', JSON.stringify({ token: t, scope: 'admin' })), server.mintToken('sandbox-admin', 'admin'))
+    const p = await adminCtx.newPage()
+    watch(p)
+    try {
+      await p.goto(`${base}/s/${encodeURIComponent(sessionId)}`)
+      const picker = p.getByRole('combobox', { name: 'Sandbox policy' })
+      await picker.waitFor()
+      assert.equal(await picker.inputValue(), '')
+      const label = (await picker.locator('option[value=""]').textContent()) ?? ''
+      const policy = /\((.+)\)$/.exec(label)?.[1] ?? ''
+      assert.ok(policy !== '', label)
+      await picker.selectOption(policy)
+      await picker.locator('option[value=""]').getByText('Server default (as the server sets it)').waitFor({ state: 'attached' }) // set: true
+      await p.reload()
+      await p.getByRole('combobox', { name: 'Sandbox policy' }).waitFor()
+      assert.equal(await p.getByRole('combobox', { name: 'Sandbox policy' }).inputValue(), policy, 'the session keeps the policy set for it')
+      await p.getByRole('combobox', { name: 'Sandbox policy' }).selectOption('')
+      await p.getByRole('combobox', { name: 'Sandbox policy' }).locator(`option[value=""]`).getByText(`Server default (${policy})`).waitFor({ state: 'attached' })
+    } finally {
+      await adminCtx.close()
+    }
+  })
+
   test('prefs: the theme picked in one page is the other page\'s live (prefs.*)', async () => {
     const other = await context.newPage()
     watch(other)
