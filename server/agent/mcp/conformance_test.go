@@ -5,6 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,10 +15,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/auth"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 
 	"github.com/zidane-server/zidane/server/agent/mcp"
+	"github.com/zidane-server/zidane/server/credstore"
+	"github.com/zidane-server/zidane/server/oauth"
+	"github.com/zidane-server/zidane/server/store"
+	"github.com/zidane-server/zidane/server/store/storetest"
 )
 
 // The official MCP conformance suite for clients (issue 23: "@modelcontextprotocol/conformance
@@ -23,12 +31,17 @@ import (
 // package's CLI (e2e/conformance, installed by scripts/bootstrap.sh) in client mode for the
 // scenarios each protocol revision requires of a client (--requirements); the client under test
 // is this test binary run again with envConformanceClient set (conformanceClientIfAsked), which
-// connects through this package's Manager and Proc exactly as the agent does. The CLI compares
+// connects through this package's Manager and Proc exactly as the agent does, and in the auth
+// scenarios signs in through server/oauth (loopback mode) as auth.oauth.begin/complete do. The CLI compares
 // the results with conformance-baseline-<version>.yml (expected failures, each with its reason):
 // a failure not in it, or a baseline entry that passes, fails the run.
 
 // envConformanceClient makes the test binary act as the conformance suite's client under test.
 const envConformanceClient = "ZIDANE_CONFORMANCE_CLIENT"
+
+// envConformanceKeyDir names the folder of the client under test's credential key (its auth
+// scenarios keep their tokens in the test's database, sealed as the server seals them).
+const envConformanceKeyDir = "ZIDANE_CONFORMANCE_KEY_DIR"
 
 // conformanceVersions are the protocol revisions the suite is run for.
 var conformanceVersions = []string{"2026-07-28", "2025-11-25"}
@@ -57,11 +70,29 @@ func conformanceClientIfAsked() {
 func runConformanceScenario(scenario, url, version string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Second)
 	defer cancel()
-	m := mcp.NewManager(mcp.Options{ProtocolVersion: version, BackoffMin: time.Millisecond})
+	opts := mcp.Options{ProtocolVersion: version, BackoffMin: time.Millisecond, BackoffMax: time.Millisecond}
+	var om *oauth.Manager
+	if strings.HasPrefix(scenario, "auth/") {
+		var err error
+		if om, err = conformanceOAuth(ctx, url); err != nil {
+			return err
+		}
+		opts.OAuth = func(name string) auth.OAuthHandler { return om.Handler(name) }
+	}
+	m := mcp.NewManager(opts)
 	defer m.Close()
 	srv := mcp.Server{Name: "conformance", Config: mcp.Config{Type: "http", URL: url}, Origin: mcp.OriginUser}
 	p := m.Proc(srv, mcp.Use{})
 	tools, err := p.Tools(ctx)
+	// (The connect error carries the handler's words, not its error value.)
+	if err != nil && om != nil && strings.Contains(err.Error(), oauth.ErrSignInRequired.Error()) {
+		// Sign in as auth.oauth.begin/complete do in loopback mode: the suite's authorization
+		// server redirects at once, and the address it redirects to is the "pasted" one.
+		if err := conformanceSignIn(ctx, om); err != nil {
+			return fmt.Errorf("sign-in: %w", err)
+		}
+		tools, err = p.Tools(ctx)
+	}
 	if err != nil {
 		return err
 	}
@@ -112,6 +143,52 @@ func runConformanceScenario(scenario, url, version string) error {
 	return nil
 }
 
+// conformanceOAuth is server/oauth's Manager over a credential store in $DATABASE_URL (the test's
+// database), resolving the one server "conformance" at url.
+func conformanceOAuth(ctx context.Context, url string) (*oauth.Manager, error) {
+	db, err := store.Open(ctx, os.Getenv("DATABASE_URL"), store.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		return nil, err
+	}
+	key, err := credstore.LoadKey(filepath.Join(os.Getenv(envConformanceKeyDir), credstore.KeyFileName))
+	if err != nil {
+		return nil, err
+	}
+	creds, err := credstore.New(db, key)
+	if err != nil {
+		return nil, err
+	}
+	return oauth.New(oauth.Config{Creds: creds, Resolve: func(context.Context, string) (oauth.Server, error) {
+		return oauth.Server{URL: url}, nil
+	}})
+}
+
+// conformanceSignIn runs one loopback-mode sign-in: Begin, the authorization URL fetched without
+// following its redirect, and Complete with the address it redirected to.
+func conformanceSignIn(ctx context.Context, om *oauth.Manager) error {
+	owner := new(int)
+	b, err := om.Begin(ctx, owner, "conformance", "")
+	if err != nil {
+		return err
+	}
+	hc := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.URL, nil)
+	if err != nil {
+		return err
+	}
+	res, err := hc.Do(req)
+	if err != nil {
+		return err
+	}
+	_ = res.Body.Close()
+	loc := res.Header.Get("Location")
+	if loc == "" {
+		return fmt.Errorf("the authorization endpoint answered %s without a redirect", res.Status)
+	}
+	_, err = om.Complete(ctx, owner, b.FlowID, loc)
+	return err
+}
+
 // conformanceCall is one tools/call the runner asks for.
 type conformanceCall struct {
 	Name      string         `json:"name"`
@@ -142,6 +219,13 @@ func TestMCPConformanceClient(t *testing.T) {
 	dir := conformanceDir(t)
 	exe, err := os.Executable()
 	require.NoError(t, err)
+	// One database for every auth scenario's credential store (their issuers differ), migrated
+	// here once.
+	dbURL := storetest.URL(t)
+	db, err := store.Open(context.Background(), dbURL, store.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	require.NoError(t, err)
+	db.Close()
+	keyDir := t.TempDir()
 	for _, v := range conformanceVersions {
 		t.Run(v, func(t *testing.T) {
 			t.Parallel()
@@ -153,7 +237,7 @@ func TestMCPConformanceClient(t *testing.T) {
 				"client", "--command", exe, "--requirements", v, "--timeout", "20000",
 				"--expected-failures", filepath.Join(dir, "baseline-"+v+".yml"), "-o", out)
 			cmd.Dir = out
-			cmd.Env = append(os.Environ(), envConformanceClient+"=1")
+			cmd.Env = append(os.Environ(), envConformanceClient+"=1", "DATABASE_URL="+dbURL, envConformanceKeyDir+"="+keyDir)
 			var buf bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &buf, &buf
 			start := time.Now()

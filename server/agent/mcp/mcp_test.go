@@ -17,12 +17,13 @@ import (
 
 	"github.com/zidane-server/zidane/server/agent/mcp"
 	"github.com/zidane-server/zidane/server/agent/mcp/mcptest"
+	"github.com/zidane-server/zidane/server/store/storetest"
 )
 
 func TestMain(m *testing.M) {
 	mcptest.ServeIfAsked()
 	conformanceClientIfAsked()
-	os.Exit(m.Run())
+	storetest.Main(m)
 }
 
 func TestMCPToolName(t *testing.T) {
