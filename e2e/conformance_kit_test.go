@@ -1,0 +1,145 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/zidane-server/zidane/e2e/wirekit"
+	"github.com/zidane-server/zidane/server/store/storetest"
+)
+
+// TestConformanceKit runs every server-mode scenario of the conformance kit (e2e/wirekit,
+// issue 29 item 3) against the real binary: all must pass.
+func TestConformanceKit(t *testing.T) {
+	s := startServer(t, serverOpts{dbURL: storetest.URL(t)})
+	tok := s.mintToken("kit", "chat")
+	scs, err := wirekit.ServerScenarios()
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, len(scs), 12)
+	r := &wirekit.Runner{URL: s.url(), Token: tok, Timeout: waitTimeout}
+	res := r.Run(context.Background(), scs, nil)
+	require.Len(t, res, len(scs))
+	for _, x := range res {
+		assert.Equal(t, wirekit.Pass, x.Status, "%s", x)
+	}
+	t.Logf("\n%s", wirekit.Names(res))
+}
+
+// rewriteProxy is a WebSocket proxy between the runner and the real server that rewrites frames:
+// up sees each client→server text frame (it returns frames to answer the client with itself and
+// whether to forward), down each server→client one (false drops it).
+func rewriteProxy(t *testing.T, target, tok string, up func([]byte) ([][]byte, bool), down func([]byte) bool) string {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		cl, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{"zidane"}})
+		if err != nil {
+			return
+		}
+		defer cl.CloseNow()
+		cl.SetReadLimit(64 << 20)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		sv, err := wirekit.Dial(ctx, target, tok)
+		if err != nil {
+			return
+		}
+		defer sv.CloseNow()
+		go func() {
+			defer cancel()
+			for {
+				_, b, err := sv.Read(ctx)
+				if err != nil {
+					return
+				}
+				if down(b) && cl.Write(ctx, websocket.MessageText, b) != nil {
+					return
+				}
+			}
+		}()
+		for {
+			_, b, err := cl.Read(ctx)
+			if err != nil {
+				return
+			}
+			extra, fwd := up(b)
+			for _, e := range extra {
+				if cl.Write(ctx, websocket.MessageText, e) != nil {
+					return
+				}
+			}
+			if fwd && sv.Write(ctx, websocket.MessageText, b) != nil {
+				return
+			}
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return "ws" + strings.TrimPrefix(srv.URL, "http") + "/"
+}
+
+// TestConformanceKitFailsPatchedServer runs the kit through proxies that break one rule each:
+// answering a notification, and dropping the signal with $seq 3. The runner must fail the
+// scenarios that check those rules, naming them and the frame, and pass the others.
+func TestConformanceKitFailsPatchedServer(t *testing.T) {
+	s := startServer(t, serverOpts{dbURL: storetest.URL(t)})
+	tok := s.mintToken("kit-patched", "chat")
+	scs, err := wirekit.ServerScenarios()
+	require.NoError(t, err)
+	pass := func(frame []byte) bool { return true }
+	forward := func([]byte) ([][]byte, bool) { return nil, true }
+
+	t.Run("answers a notification", func(t *testing.T) {
+		answer := func(b []byte) ([][]byte, bool) {
+			var m map[string]json.RawMessage
+			if json.Unmarshal(b, &m) == nil && m["method"] != nil && m["id"] == nil && string(m["method"]) != `"ipc.hello"` {
+				return [][]byte{[]byte(`{"jsonrpc":"2.0","id":null,"result":{}}`)}, true
+			}
+			return nil, true
+		}
+		url := rewriteProxy(t, s.url(), tok, answer, pass)
+		r := &wirekit.Runner{URL: url, Token: tok, Timeout: 5 * time.Second}
+		res := byName(r.Run(context.Background(), scs, nil))
+		n := res["notification-unanswered"]
+		assert.Equal(t, wirekit.Fail, n.Status, "%s", n)
+		assert.Contains(t, n.Reason, `"id":null`, "the reason shows the frame: %s", n)
+		assert.Equal(t, wirekit.Pass, res["method-not-found"].Status, "%s", res["method-not-found"])
+		assert.Equal(t, wirekit.Pass, res["seq-order"].Status, "%s", res["seq-order"])
+	})
+
+	t.Run("skips a $seq", func(t *testing.T) {
+		drop := func(b []byte) bool {
+			var m struct {
+				Method string `json:"method"`
+				Params struct {
+					Seq *int64 `json:"$seq"`
+				} `json:"params"`
+			}
+			return json.Unmarshal(b, &m) != nil || m.Method != "ipc.signal" || m.Params.Seq == nil || *m.Params.Seq != 3
+		}
+		url := rewriteProxy(t, s.url(), tok, forward, drop)
+		r := &wirekit.Runner{URL: url, Token: tok, Timeout: 5 * time.Second}
+		res := byName(r.Run(context.Background(), scs, nil))
+		for _, name := range []string{"seq-order", "resume"} {
+			x := res[name]
+			assert.Equal(t, wirekit.Fail, x.Status, "%s", x)
+			assert.Contains(t, x.Reason, "$seq 4 follows 2", "%s", x)
+		}
+		assert.Equal(t, wirekit.Pass, res["notification-unanswered"].Status, "%s", res["notification-unanswered"])
+	})
+}
+
+func byName(rs []wirekit.Result) map[string]wirekit.Result {
+	m := map[string]wirekit.Result{}
+	for _, r := range rs {
+		m[r.Name] = r
+	}
+	return m
+}
