@@ -39,6 +39,8 @@ export interface Ctx {
   root: string
   newSession(p: Page, model?: string): Promise<string>
   send(p: Page, text: string): Promise<void>
+  /** axe-core on the page: no serious or critical violation. */
+  axe(p: Page, view: string): Promise<void>
 }
 
 const transcript = (p: Page) => p.getByRole('log', { name: 'Transcript' })
@@ -69,7 +71,7 @@ export async function agentPickerSwitchesToPlan({ page, newSession }: Ctx): Prom
  * `/` offers the project's command in an accessible listbox; Enter picks it and the prompt runs as
  * chat.send {command, arguments}; ArrowUp recalls it; `@` offers a file, sent as a mention.
  */
-export async function slashCommandRuns({ page, newSession }: Ctx): Promise<string> {
+export async function slashCommandRuns({ page, newSession, axe }: Ctx): Promise<string> {
   const sessionId = await newSession(page)
   const box = composer(page)
   await box.pressSequentially('/gre')
@@ -78,6 +80,7 @@ export async function slashCommandRuns({ page, newSession }: Ctx): Promise<strin
   await option.waitFor()
   assert.equal(await option.getAttribute('aria-selected'), 'true')
   assert.equal(await box.getAttribute('aria-activedescendant'), await option.getAttribute('id'))
+  await axe(page, 'completions open')
   await box.press('Enter')
   await list.waitFor({ state: 'detached' })
   assert.equal(await box.inputValue(), '/greet ')
@@ -153,10 +156,11 @@ export async function searchOpensTheSession({ page }: Ctx, sessionId: string): P
 }
 
 /** A turn's menu forks the session at its first turn (the fork holds that exchange only) and opens the fork; Roll back here offers Restore, which brings the exchange back. */
-export async function forkAndRollBackFromTheTurnMenu({ page, send }: Ctx, sessionId: string): Promise<void> {
+export async function forkAndRollBackFromTheTurnMenu({ page, send, axe }: Ctx, sessionId: string): Promise<void> {
   await page.goto(new URL(`/s/${encodeURIComponent(sessionId)}`, page.url()).href)
   await transcript(page).getByText('Look at @mention-me.txt').waitFor()
   await transcript(page).getByRole('button', { name: 'Turn menu' }).first().click()
+  await axe(page, 'turn menu open')
   await page.getByRole('menu', { name: 'Turn' }).getByRole('menuitem', { name: 'Fork' }).click()
   await page.waitForURL((u) => u.pathname.startsWith('/s/') && decodeURIComponent(u.pathname.slice(3)) !== sessionId)
   const fork = sessionOf(page)

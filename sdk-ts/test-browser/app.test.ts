@@ -314,7 +314,7 @@ describe('web app in Chromium', () => {
   })
 
   // Issues 27 and 28 in the app (agents-cases.ts).
-  const ctx = (): Ctx => ({ page, root: server.root, newSession, send })
+  const ctx = (): Ctx => ({ page, root: server.root, newSession, send, axe })
   let greeted = ''
   test('agent picker: build, plan and the project agents; switches to plan; skills and a broken file listed', () => agentPickerSwitchesToPlan(ctx()))
   test('/ completion offers a project command and runs it as chat.send {command, arguments}; ArrowUp recalls it; @ sends a mention', async () => {

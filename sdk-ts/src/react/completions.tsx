@@ -117,6 +117,12 @@ export function useComposerCompletions(opts: ComposerCompletionsOptions): Compos
     }, QUERY_DELAY_MS)
   }
 
+  // Typed before the session's folder was known (or before the connection opened): ask now.
+  useEffect(() => {
+    const el = textarea.current
+    if (offered && el && el.value !== '') onInput(el.value, el.selectionStart)
+  }, [offered])
+
   const pick = (item: CompletionItem) => {
     const el = textarea.current
     const text = el?.value ?? ''
