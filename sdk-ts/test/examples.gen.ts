@@ -268,6 +268,16 @@ export const sessionsResumeResultOk = {
   }
 } satisfies SuccessResponse<"sessions.resume">
 
+/** schema/examples/signal.agents-changed.json */
+export const signalAgentsChanged = {
+  "jsonrpc": "2.0",
+  "method": "ipc.signal",
+  "params": {
+    "kind": "agents:changed",
+    "projectRoot": "/home/dev/projects/webshop"
+  }
+} satisfies SignalNotification & { params: { kind: "agents:changed" } }
+
 /** schema/examples/signal.approval-mode.json */
 export const signalApprovalMode = {
   "jsonrpc": "2.0",
@@ -319,6 +329,16 @@ export const signalApprovalResolved = {
     "by": "laptop"
   }
 } satisfies SignalNotification & { params: { kind: "approval:resolved" } }
+
+/** schema/examples/signal.commands-changed.json */
+export const signalCommandsChanged = {
+  "jsonrpc": "2.0",
+  "method": "ipc.signal",
+  "params": {
+    "kind": "commands:changed",
+    "projectRoot": "/home/dev/projects/webshop"
+  }
+} satisfies SignalNotification & { params: { kind: "commands:changed" } }
 
 /** schema/examples/signal.draft-changed.json */
 export const signalDraftChanged = {
@@ -564,6 +584,16 @@ export const signalSidebarChanged = {
   }
 } satisfies SignalNotification & { params: { kind: "sidebar:changed" } }
 
+/** schema/examples/signal.skills-changed.json */
+export const signalSkillsChanged = {
+  "jsonrpc": "2.0",
+  "method": "ipc.signal",
+  "params": {
+    "kind": "skills:changed",
+    "projectRoot": "/home/dev/projects/webshop"
+  }
+} satisfies SignalNotification & { params: { kind: "skills:changed" } }
+
 /** schema/examples/signal.stream-progress.json */
 export const signalStreamProgress = {
   "jsonrpc": "2.0",
@@ -637,9 +667,11 @@ export const examples: ReadonlyArray<readonly [file: string, message: unknown]> 
   ["sessions.loadEvents.result.json", sessionsLoadEventsResult],
   ["sessions.resume.result-epoch.json", sessionsResumeResultEpoch],
   ["sessions.resume.result-ok.json", sessionsResumeResultOk],
+  ["signal.agents-changed.json", signalAgentsChanged],
   ["signal.approval-mode.json", signalApprovalMode],
   ["signal.approval-request.json", signalApprovalRequest],
   ["signal.approval-resolved.json", signalApprovalResolved],
+  ["signal.commands-changed.json", signalCommandsChanged],
   ["signal.draft-changed.json", signalDraftChanged],
   ["signal.event-markdown.json", signalEventMarkdown],
   ["signal.git-clone-progress.json", signalGitCloneProgress],
@@ -656,6 +688,7 @@ export const examples: ReadonlyArray<readonly [file: string, message: unknown]> 
   ["signal.session-updated.json", signalSessionUpdated],
   ["signal.settings-changed.json", signalSettingsChanged],
   ["signal.sidebar-changed.json", signalSidebarChanged],
+  ["signal.skills-changed.json", signalSkillsChanged],
   ["signal.stream-progress.json", signalStreamProgress],
   ["signal.turn-end.json", signalTurnEnd],
   ["signal.workspace-exec-data.json", signalWorkspaceExecData],

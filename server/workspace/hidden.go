@@ -268,6 +268,18 @@ func (h hiddenFS) ReadDir(name string) ([]fs.DirEntry, error) {
 	if h.rh.covers(name) {
 		return nil, h.notExist("readdir", name)
 	}
+	if rf, ok := h.fsys.(regularFS); ok {
+		des, err := rf.readDir(name, func(of *os.File) error {
+			if rel, ok := relTo(h.dir, openedAt(of)); ok && h.rh.covers(rel) {
+				return h.notExist("readdir", name)
+			}
+			return nil
+		})
+		if h.rh.holds(path.Clean(name)) {
+			des = h.rh.filter(path.Clean(name), des)
+		}
+		return des, err
+	}
 	f, err := h.Open(name)
 	if err != nil {
 		return nil, err

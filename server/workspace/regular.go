@@ -4,6 +4,9 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"path"
+	"slices"
+	"strings"
 	"syscall"
 )
 
@@ -91,6 +94,32 @@ func (f regularFS) Open(name string) (fs.File, error) {
 		return nil, err // a nil *os.File must not become a non-nil fs.File
 	}
 	return file, nil
+}
+
+// ReadDir implements fs.ReadDirFS: the folder's entries sorted by name, typed from the kernel's
+// listing (readDirTyped).
+func (f regularFS) ReadDir(name string) ([]fs.DirEntry, error) { return f.readDir(name, nil) }
+
+// readDir opens the folder name through the root, calls check with it (nil: none; an error ends
+// the listing with it), and lists it sorted by name.
+func (f regularFS) readDir(name string, check func(*os.File) error) ([]fs.DirEntry, error) {
+	file, err := f.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	of := file.(*os.File)
+	defer of.Close()
+	if check != nil {
+		if err := check(of); err != nil {
+			return nil, err
+		}
+	}
+	if fi, err := of.Stat(); err != nil || !fi.IsDir() {
+		return nil, &fs.PathError{Op: "readdir", Path: name, Err: errNotDir}
+	}
+	des, err := readDirTyped(of, f.r, path.Clean(name))
+	slices.SortFunc(des, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
+	return des, err
 }
 
 // Stat implements fs.StatFS (links inside the root followed, nothing opened).
