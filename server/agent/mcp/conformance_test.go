@@ -70,7 +70,12 @@ func conformanceClientIfAsked() {
 func runConformanceScenario(scenario, url, version string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Second)
 	defer cancel()
-	opts := mcp.Options{ProtocolVersion: version, BackoffMin: time.Millisecond, BackoffMax: time.Millisecond}
+	opts := mcp.Options{ProtocolVersion: version, BackoffMin: time.Millisecond, BackoffMax: time.Millisecond,
+		// Elicitation as the agent offers it (form and URL modes); the person here accepts the
+		// form as offered, so the SDK fills in its defaults (SEP-1034).
+		Elicit: func(context.Context, string, *sdk.ElicitParams) (*sdk.ElicitResult, error) {
+			return &sdk.ElicitResult{Action: "accept", Content: map[string]any{}}, nil
+		}}
 	var om *oauth.Manager
 	if strings.HasPrefix(scenario, "auth/") {
 		var err error
