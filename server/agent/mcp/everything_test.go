@@ -163,3 +163,32 @@ func TestMCPEverythingElicitationAndSampling(t *testing.T) {
 	assert.NotNil(t, got.RequestedSchema, "a form (mode absent: form)")
 	assert.Contains(t, mcp.Render(res).Text, "Ada Lovelace")
 }
+
+// TestMCPEverythingSamplingWhenEnabled: with the Sample hook set (--mcp-sampling) the client
+// advertises sampling, the reference server offers trigger-sampling-request, and its
+// sampling/createMessage is answered by the hook in the call's context.
+func TestMCPEverythingSamplingWhenEnabled(t *testing.T) {
+	bin := everythingBin(t)
+	var asked string
+	m := mcp.NewManager(mcp.Options{ConnectTimeout: 30 * time.Second,
+		Sample: func(ctx context.Context, server string, p *sdk.CreateMessageParams) (*sdk.CreateMessageResult, error) {
+			if ctx.Value(ctxMark{}) != "the call" {
+				return nil, fmt.Errorf("not in the call's context")
+			}
+			if len(p.Messages) > 0 {
+				if tc, ok := p.Messages[0].Content.(*sdk.TextContent); ok {
+					asked = tc.Text
+				}
+			}
+			return &sdk.CreateMessageResult{Content: &sdk.TextContent{Text: "four"}, Model: "test-model", Role: "assistant"}, nil
+		}})
+	t.Cleanup(m.Close)
+	c := mcp.Config{Command: "node", Args: []string{bin, "stdio"}}
+	p := m.Proc(mcp.Server{Name: "everything", Config: c, Hash: mcp.Hash("everything", c)}, mcp.Use{ProjectRoot: t.TempDir()})
+	ctx, cancel := context.WithTimeout(context.WithValue(context.Background(), ctxMark{}, "the call"), 60*time.Second)
+	defer cancel()
+	res, err := p.CallTool(ctx, "trigger-sampling-request", map[string]any{"prompt": "2+2?"})
+	require.NoError(t, err)
+	assert.Contains(t, asked, "2+2?")
+	assert.Contains(t, mcp.Render(res).Text, "four")
+}
