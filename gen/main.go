@@ -108,6 +108,13 @@ func Generate(schemaDir string) (map[string][]byte, error) {
 		return nil, err
 	}
 	out["sdk-ts/test/examples.gen.ts"] = ex
+	kit, err := WirekitExampleFiles(p, filepath.Join(schemaDir, "examples"))
+	if err != nil {
+		return nil, err
+	}
+	for path, b := range kit {
+		out[path] = b
+	}
 	out["docs/protocol.md"] = MarkdownFile(p)
 	version, err := readProductVersion(filepath.Dir(schemaDir))
 	if err != nil {
