@@ -157,7 +157,7 @@ func TestReleaseScript(t *testing.T) {
 	// the version's sources and the script.
 	require.NoError(t, os.MkdirAll(dir, 0o755))
 	cp := exec.Command("cp", "-r", "--parents", "schema", "protocol", "client", "docs/protocol.md", "scripts/release.sh",
-		"VERSION", "sdk-ts/package.json", "sdk-ts/package-lock.json", "sdk-ts/src/protocol.ts", "sdk-ts/test/examples.gen.ts", dir)
+		"VERSION", "sdk-ts/package.json", "sdk-ts/package-lock.json", "sdk-ts/src/protocol.ts", "sdk-ts/test/examples.gen.ts", "e2e/wirekit/scenarios/examples", dir)
 	cp.Dir = ".."
 	cpOut, err := cp.CombinedOutput()
 	require.NoError(t, err, "%s", cpOut)

@@ -55,7 +55,7 @@ $GEN -release -changelog CHANGELOG.md -summary "$SUM" "${PREV_ARGS[@]}"
 
 PV=$(sed -n 's/^[[:space:]]*"protocolVersion": *\([0-9]*\).*/\1/p' schema/protocol.json | head -1)
 git add -A VERSION CHANGELOG.md schema/releases protocol client sdk-ts/package.json sdk-ts/package-lock.json \
-  sdk-ts/src/protocol.ts sdk-ts/test/examples.gen.ts docs/protocol.md
+  sdk-ts/src/protocol.ts sdk-ts/test/examples.gen.ts docs/protocol.md e2e/wirekit/scenarios/examples
 git commit -q -m "Release $TAG (protocol v$PV): snapshot schema/releases/v$PV.json, CHANGELOG.md"
 git tag -a "$TAG" -m "zidane-server $TAG (protocol v$PV)"
 echo "release: tagged $TAG (protocol v$PV) at $(git rev-parse --short HEAD); push it with: git push origin main $TAG"
