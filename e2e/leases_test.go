@@ -65,7 +65,9 @@ func waitKind(t *testing.T, c *wsConn, kind, id string) signal {
 // runs on A; a token revoked on A drops its connection on B within a second.
 func TestReplicasReachTheRunsOwner(t *testing.T) {
 	db := storetest.URL(t)
-	rs, root := startLeaseReplicas(t, db, []string{"A", "B", "C"}, "--scripted-step-delay", "100ms")
+	// Steps of 250 ms: the "queued where the run is" check needs B's run to outlast a chat.send
+	// routed from A and a queue.list on a loaded machine (at 100 ms the run could end first).
+	rs, root := startLeaseReplicas(t, db, []string{"A", "B", "C"}, "--scripted-step-delay", "250ms")
 	tok := rs["A"].mintToken("replicas", "chat")
 	a, b, c := dial(t, rs["A"], tok), dial(t, rs["B"], tok), dial(t, rs["C"], tok)
 	a.hello()
