@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -142,4 +144,30 @@ func byName(rs []wirekit.Result) map[string]wirekit.Result {
 		m[r.Name] = r
 	}
 	return m
+}
+
+// TestConformanceKitClientMode runs the kit's client mode (the fake server of e2e/wirekit) on
+// the Go client (e2e/wirekit/goclient, client.Client's resume): every client scenario passes;
+// and on a client that applies what it gets but never resumes, the cut scenario fails, naming
+// the signals it lost.
+func TestConformanceKitClientMode(t *testing.T) {
+	bin := filepath.Join(binDir, "goclient")
+	build := exec.Command("go", "build", "-o", bin, "./wirekit/goclient")
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	scs, err := wirekit.ClientScenarios()
+	require.NoError(t, err)
+	require.NotEmpty(t, scs)
+	r := &wirekit.ClientRunner{Command: bin, Timeout: waitTimeout}
+	for _, x := range r.Run(context.Background(), scs, nil) {
+		assert.Equal(t, wirekit.Pass, x.Status, "%s", x)
+	}
+
+	// A client that reconnects but never resumes (the Go client without Follow) misses the
+	// signals logged during the cut.
+	r = &wirekit.ClientRunner{Command: bin + " --no-resume", Timeout: 2 * time.Second}
+	x := r.RunOne(context.Background(), scs[0])
+	assert.Equal(t, "client/resume-after-cut", x.Name)
+	assert.Equal(t, wirekit.Fail, x.Status, "%s", x)
+	assert.Contains(t, x.Reason, "applied line for $seq 7", "%s", x)
 }
