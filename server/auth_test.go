@@ -291,3 +291,64 @@ func TestAuthPreRegisteredClient(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, sec.IsSet(), "removing the server drops its client secret")
 }
+
+// TestAuthCallbackReachesTheReplicaThatBegan (issues 23 §5, 25): two replicas on one database
+// behind a load balancer without sticky sessions. A sign-in begun on A whose browser lands on B's
+// /zidane/oauth/callback is passed to A, which exchanges the code: A's complete resolves, B shows
+// the signed-in page, and the state is used up on both.
+func TestAuthCallbackReachesTheReplicaThatBegan(t *testing.T) {
+	as := oauthtest.Start(t)
+	dbURL := storetest.URL(t)
+	keyFile := filepath.Join(t.TempDir(), "credential.key")
+	replica := func(id string) *testEnv {
+		return newEnvStore(t, openStore(t, dbURL), func(c *Config) {
+			c.DataDir = t.TempDir()
+			c.CredentialKeyFile = keyFile
+			c.ReplicaID = id
+			c.MCPServers = func(_ context.Context, name string) (oauth.Server, error) {
+				return oauth.Server{Name: name, URL: as.MCP}, nil
+			}
+		})
+	}
+	a := replica("A")
+	b := replica("B")
+	admin := a.dialAs(a.mint("admin"))
+	callbackA := a.hs.URL + oauth.CallbackPath
+	begun := admin.result("auth.oauth.begin", fmt.Sprintf(`{"server":"demo","redirectUri":%q}`, callbackA))
+	require.Equal(t, "browser", begun["mode"])
+	admin.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":"done","method":"auth.oauth.complete","params":{"flowId":%q}}`, begun["flowId"]))
+
+	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := noFollow.Get(begun["url"].(string))
+	require.NoError(t, err)
+	resp.Body.Close()
+	loc := resp.Header.Get("Location")
+	require.True(t, strings.HasPrefix(loc, callbackA+"?"), loc)
+	onB := b.hs.URL + strings.TrimPrefix(loc, a.hs.URL) // the balancer sends the browser to B
+	resp, err = http.Get(onB)
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
+	require.Contains(t, string(body), "Signed in")
+	require.Equal(t, "no-store", resp.Header.Get("Cache-Control"))
+	done := decodeObj(t, admin.nextAnswer())
+	require.Nil(t, done["error"], "%v", done["error"])
+	require.Equal(t, "demo", done["result"].(map[string]any)["server"])
+	_, err = b.srv.OAuth().Token(t.Context(), "demo")
+	require.NoError(t, err, "B reads the token A stored (one key file)")
+
+	for _, u := range []string{onB, loc} { // replayed, on either replica
+		resp, err = http.Get(u)
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, http.StatusBadRequest, resp.StatusCode, u)
+	}
+	// A state naming a replica that does not answer: a page saying so, nothing reflected.
+	resp, err = http.Get(b.hs.URL + oauth.CallbackPath + "?state=Z" + oauth.StateSep + "nope&code=<script>")
+	require.NoError(t, err)
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, http.StatusBadGateway, resp.StatusCode)
+	require.NotContains(t, string(body), "script")
+}

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -66,7 +67,7 @@ func (s *Server) newCredentials(ctx context.Context) error {
 	}
 	s.oauth, err = oauth.New(oauth.Config{
 		Creds: s.creds, Resolve: resolve, HTTPClient: s.cfg.OAuthHTTPClient, PublicURL: s.cfg.PublicURL,
-		Logger: s.log, MaxFlowsPerOwner: maxOAuthFlowsPerConn,
+		Logger: s.log, MaxFlowsPerOwner: maxOAuthFlowsPerConn, StateOwner: s.cfg.ReplicaID,
 	})
 	return err
 }
@@ -304,7 +305,53 @@ func (s *Server) serveOAuthCallback(w http.ResponseWriter, r *http.Request) {
 		plainText(w, http.StatusNotFound, "Not found: this server has no credential store.")
 		return
 	}
-	s.oauth.CallbackHandler().ServeHTTP(w, r)
+	if !oauth.CallbackHeaders(w, r) {
+		return
+	}
+	q := r.URL.Query()
+	state := q.Get("state")
+	status, page := 0, ""
+	if owner := oauth.StateOwnerOf(state); owner != "" && owner != s.cfg.ReplicaID && !s.oauth.Holds(state) {
+		// A load balancer sent the browser here; the flow is the replica's that began it.
+		status, page = s.forwardOAuthCallback(r.Context(), owner, r.URL.RawQuery)
+	} else {
+		status, page = s.oauth.Callback(q)
+	}
+	w.WriteHeader(status)
+	w.Write([]byte(page))
+}
+
+// oauthCallbackCall is the replica call of a sign-in's callback: the page's query as received.
+const oauthCallbackCall = "oauth.callback"
+
+// oauthCallbackReply is what the replica holding the flow answers: the page to show.
+type oauthCallbackReply struct {
+	Status int    `json:"status"`
+	Page   string `json:"page"`
+}
+
+// pageOtherReplica is the callback page when the replica holding the sign-in does not answer.
+const pageOtherReplica = "<!doctype html><meta charset=utf-8><title>Sign-in not finished</title><p>The server that began this sign-in did not answer. Return to the app and begin again.</p>\n"
+
+// forwardOAuthCallback passes a callback to the replica owner that began its flow (issue 25:
+// no sticky sessions) and answers the page it answers.
+func (s *Server) forwardOAuthCallback(ctx context.Context, owner, rawQuery string) (int, string) {
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	params, _ := protocol.Marshal(map[string]string{"query": rawQuery})
+	body, err := protocol.Marshal(replicaCall{Method: oauthCallbackCall, Params: params, Actor: "oauth-callback"})
+	if err == nil {
+		var b []byte
+		if b, err = s.replica.Call(ctx, owner, body); err == nil {
+			var rep replicaReply
+			var out oauthCallbackReply
+			if err = json.Unmarshal(b, &rep); err == nil && rep.Error == nil && json.Unmarshal(rep.Result, &out) == nil && out.Status != 0 {
+				return out.Status, out.Page
+			}
+		}
+	}
+	s.log.Warn("oauth: the replica holding a sign-in did not answer its callback", "replica", owner, "err", err)
+	return http.StatusBadGateway, pageOtherReplica
 }
 
 // serveOAuthClientMetadata is GET /zidane/oauth/client.json, the Client ID Metadata Document

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"time"
 
 	"github.com/zidane-server/zidane/protocol"
@@ -122,6 +123,15 @@ func (s *Server) handleReplicaCall(ctx context.Context, body []byte) []byte {
 			var p protocol.InteractionsAnswerParams
 			if err = json.Unmarshal(call.Params, &p); err == nil {
 				result, err = h.Interactions().Answer(ctx, &p)
+			}
+		case oauthCallbackCall:
+			var p struct{ Query string }
+			if err = json.Unmarshal(call.Params, &p); err == nil && s.oauth != nil {
+				q, _ := url.ParseQuery(p.Query)
+				status, page := s.oauth.Callback(q)
+				result = oauthCallbackReply{Status: status, Page: page}
+			} else if err == nil {
+				err = errors.New("this replica has no credential store")
 			}
 		default:
 			err = fmt.Errorf("replica call %q is not one this replica answers", call.Method)

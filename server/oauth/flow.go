@@ -205,7 +205,8 @@ func oneLine(s string) string {
 const (
 	pageOK     = "<!doctype html><meta charset=utf-8><title>Signed in</title><p>Signed in. You can close this tab and return to the app.</p>\n"
 	pageFailed = "<!doctype html><meta charset=utf-8><title>Sign-in failed</title><p>The sign-in did not complete. Return to the app to see why, and try again.</p>\n"
-	pageGone   = "<!doctype html><meta charset=utf-8><title>Sign-in not found</title><p>This sign-in is unknown, expired or already used. Begin again in the app.</p>\n"
+	// PageGone is the callback page of an unknown, expired or used state.
+	PageGone = "<!doctype html><meta charset=utf-8><title>Sign-in not found</title><p>This sign-in is unknown, expired or already used. Begin again in the app.</p>\n"
 )
 
 // CallbackHandler serves GET /zidane/oauth/callback: it matches the code to its flow by state
@@ -213,34 +214,47 @@ const (
 // Cache-Control: no-store and Referrer-Policy: no-referrer.
 func (m *Manager) CallbackHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h := w.Header()
-		h.Set("Cache-Control", "no-store")
-		h.Set("Referrer-Policy", "no-referrer")
-		h.Set("X-Content-Type-Options", "nosniff")
-		h.Set("Content-Security-Policy", "default-src 'none'; frame-ancestors 'none'")
-		h.Set("Content-Type", "text/html; charset=utf-8")
-		if r.Method != http.MethodGet {
-			h.Set("Allow", http.MethodGet)
-			w.WriteHeader(http.StatusMethodNotAllowed)
+		if !CallbackHeaders(w, r) {
 			return
 		}
-		q := r.URL.Query()
-		m.mu.Lock()
-		f := m.byState[q.Get("state")]
-		m.mu.Unlock()
-		if f == nil || f.mode != ModeBrowser || !m.takeState(f, q.Get("state")) {
-			w.WriteHeader(http.StatusBadRequest)
-			w.Write([]byte(pageGone))
-			return
-		}
-		m.exchange(f, q)
-		if f.err != nil {
-			w.WriteHeader(http.StatusBadRequest)
-			w.Write([]byte(pageFailed))
-			return
-		}
-		w.Write([]byte(pageOK))
+		status, page := m.Callback(r.URL.Query())
+		w.WriteHeader(status)
+		w.Write([]byte(page))
 	})
+}
+
+// CallbackHeaders sets the callback page's headers and answers 405 to anything but GET (false:
+// the response is written).
+func CallbackHeaders(w http.ResponseWriter, r *http.Request) bool {
+	h := w.Header()
+	h.Set("Cache-Control", "no-store")
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Content-Security-Policy", "default-src 'none'; frame-ancestors 'none'")
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	if r.Method != http.MethodGet {
+		h.Set("Allow", http.MethodGet)
+		w.WriteHeader(http.StatusMethodNotAllowed)
+		return false
+	}
+	return true
+}
+
+// Callback ends the browser flow whose state q holds with q's code (or error) and answers the
+// page's status and body, which reflect nothing of q. A state of no open browser flow here is
+// 400 with PageGone.
+func (m *Manager) Callback(q url.Values) (int, string) {
+	m.mu.Lock()
+	f := m.byState[q.Get("state")]
+	m.mu.Unlock()
+	if f == nil || f.mode != ModeBrowser || !m.takeState(f, q.Get("state")) {
+		return http.StatusBadRequest, PageGone
+	}
+	m.exchange(f, q)
+	if f.err != nil {
+		return http.StatusBadRequest, pageFailed
+	}
+	return http.StatusOK, pageOK
 }
 
 // cimdRedirects are the redirect URIs the Client ID Metadata Document lists: the public URL's

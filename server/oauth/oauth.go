@@ -131,6 +131,22 @@ type Config struct {
 	MaxFlowsPerOwner int
 	// FlowTTL is how long a flow lives; default FlowTTL (10 minutes, issue 23 §5).
 	FlowTTL time.Duration
+	// StateOwner, when set, names this process in every flow's state: the state is StateOwner,
+	// StateSep and a random part, so a replica that receives a callback it holds no flow for can
+	// pass it to the one that does (StateOwnerOf).
+	StateOwner string
+}
+
+// StateSep separates a state's owner from its random part.
+const StateSep = "~"
+
+// StateOwnerOf returns the owner a state names ("" when it names none).
+func StateOwnerOf(state string) string {
+	i := strings.LastIndex(state, StateSep)
+	if i <= 0 {
+		return ""
+	}
+	return state[:i]
 }
 
 // DefaultMaxFlows is the default bound of open flows per connection.
@@ -265,7 +281,7 @@ func (m *Manager) Begin(ctx context.Context, owner any, server, redirectURI stri
 		RedirectURL: redirect, Scopes: scopes,
 	}
 	f := &flow{
-		id: rand.Text(), state: rand.Text(), verifier: oauth2.GenerateVerifier(), owner: owner, server: srv,
+		id: rand.Text(), state: m.newState(), verifier: oauth2.GenerateVerifier(), owner: owner, server: srv,
 		mode: mode, issuer: asm.Issuer, issSupported: asm.AuthorizationResponseIssParameterSupported,
 		resource: prm.Resource, cfg: cfg, done: make(chan struct{}),
 	}
@@ -283,6 +299,22 @@ func (m *Manager) Begin(ctx context.Context, owner any, server, redirectURI stri
 	m.mu.Unlock()
 	m.cfg.Logger.Info("oauth: sign-in begun", "server", server, "issuer", asm.Issuer, "mode", mode)
 	return BeginResult{URL: u, Mode: mode, FlowID: f.id}, nil
+}
+
+// newState is a flow's state: random, single-use, naming its owner (Config.StateOwner).
+func (m *Manager) newState() string {
+	if m.cfg.StateOwner == "" {
+		return rand.Text()
+	}
+	return m.cfg.StateOwner + StateSep + rand.Text()
+}
+
+// Holds reports whether state is an open browser flow's, here.
+func (m *Manager) Holds(state string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	f := m.byState[state]
+	return f != nil && f.mode == ModeBrowser
 }
 
 // Close ends every open flow (the server is stopping).
