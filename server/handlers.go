@@ -458,14 +458,6 @@ func (h chatHandler) Send(ctx context.Context, p *protocol.ChatSendParams) (*pro
 	if bad := agent.CheckAttachments(p.Attachments); bad != nil { // before anything takes effect
 		return nil, protocol.NewInvalidParamsError("params"+bad.Pointer+": "+bad.Message, &protocol.InvalidParamsErrorData{Pointer: bad.Pointer})
 	}
-	for _, f := range []struct {
-		pointer string
-		v       *string
-	}{{"/prompt", p.Prompt}, {"/arguments", p.Arguments}} {
-		if f.v != nil && strings.IndexByte(*f.v, 0) >= 0 {
-			return nil, protocol.NewInvalidParamsError("params"+f.pointer+": the text holds a NUL character (U+0000), which a transcript cannot store; remove it and send again.", &protocol.InvalidParamsErrorData{Pointer: f.pointer})
-		}
-	}
 	x, err := h.s.cachedSession(ctx, p.SessionID, hint)
 	if err != nil {
 		return nil, err
