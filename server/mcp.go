@@ -36,6 +36,7 @@ func (s *Server) newMCP() {
 			return st.McpSharing
 		},
 		Elicit: s.tools.Elicit,
+		Caller: s.tools.CallSession,
 		OAuth: func(name string) auth.OAuthHandler {
 			if s.oauth == nil {
 				return nil

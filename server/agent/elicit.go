@@ -45,6 +45,16 @@ func hostCallOf(ctx context.Context) (HostCall, bool) {
 	return tc, ok
 }
 
+// CallSession is the id of the session whose MCP tool call ctx belongs to ("" outside one): the
+// mcp manager's Options.Caller, so an MCP server's request that does not name its call is
+// asked only when the calls in progress on the process are all one session's.
+func (h *ToolHost) CallSession(ctx context.Context) string {
+	if tc, ok := hostCallOf(ctx); ok {
+		return tc.Session.ID
+	}
+	return ""
+}
+
 // Elicit answers an MCP server's elicitation/create during one of the agent's tool calls (issue
 // 23 item 2; mcp.ElicitFunc): the request becomes an interaction:request with `elicitation` in
 // the call's session (and its parent's, for a subagent), answered with interactions.answer.

@@ -77,6 +77,11 @@ type Options struct {
 	// Elicit answers the servers' elicitation requests during tool calls (nil: elicitation is
 	// not advertised and servers cannot elicit).
 	Elicit ElicitFunc
+	// Caller, when set, names who a tool call's context belongs to (the agent: its session's
+	// id). A server request that does not say which call it belongs to is answered for the
+	// newest call when every call in progress on the process has the same caller, and refused
+	// when they differ (ErrAmbiguousCaller); nil, or "", counts every call as a different caller.
+	Caller func(ctx context.Context) string
 	// Sample answers sampling/createMessage; nil (the default: the operator has not enabled
 	// sampling) advertises no sampling capability, and a server's request is refused.
 	Sample SampleFunc
@@ -645,7 +650,11 @@ func (p *Proc) CallTool(ctx context.Context, name string, args any) (*sdk.CallTo
 	if err != nil {
 		return nil, err
 	}
-	ctx, done := p.calls.add(ctx)
+	caller := ""
+	if f := p.m.o.Caller; f != nil {
+		caller = f(ctx)
+	}
+	ctx, done := p.calls.add(ctx, caller)
 	defer done()
 	res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: name, Arguments: args})
 	if err != nil && ctx.Err() == nil && (errors.Is(err, sdk.ErrConnectionClosed) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)) {

@@ -234,3 +234,80 @@ func TestMCPSharingSettingWins(t *testing.T) {
 	other := mcp.Use{SessionID: "c", ProjectRoot: "/p", Policy: "read-only"}
 	assert.NotSame(t, m.Proc(unshared, a), m.Proc(unshared, other), "never shared across policies")
 }
+
+type sessionMark struct{}
+
+// TestMCPPushedElicitationGoesToItsCallOrNobody: a 2025-11-25 server's elicitation/create
+// pushed on stdio does not say which call it belongs to. On one process shared by two
+// sessions, with only session 1's call in progress it asks session 1; with session 2's call
+// in progress too, session 2's request is refused with a reason (the tool reports it) and
+// nobody else is asked; with two calls of one session in progress that session is asked.
+func TestMCPPushedElicitationGoesToItsCallOrNobody(t *testing.T) {
+	type ask struct {
+		session string
+		release chan struct{}
+	}
+	asks := make(chan ask, 4)
+	m := mcp.NewManager(mcp.Options{ConnectTimeout: 20 * time.Second, ProtocolVersion: "2025-11-25",
+		Caller: func(ctx context.Context) string { s, _ := ctx.Value(sessionMark{}).(string); return s },
+		Elicit: func(ctx context.Context, _ string, _ *sdk.ElicitParams) (*sdk.ElicitResult, error) {
+			a := ask{session: ctx.Value(sessionMark{}).(string), release: make(chan struct{})}
+			asks <- a
+			select {
+			case <-a.release:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+			return &sdk.ElicitResult{Action: "accept", Content: map[string]any{"name": a.session}}, nil
+		}})
+	t.Cleanup(m.Close)
+	srv, root := stdioServer(), t.TempDir()
+	p := m.Proc(srv, mcp.Use{SessionID: "s1", ProjectRoot: root})
+	require.Same(t, p, m.Proc(srv, mcp.Use{SessionID: "s2", ProjectRoot: root}), "one shared process")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	in := func(s string) context.Context { return context.WithValue(ctx, sessionMark{}, s) }
+	call := func(s string) <-chan string {
+		out := make(chan string, 1)
+		go func() {
+			res, err := p.CallTool(in(s), "elicit_push", map[string]any{})
+			if err != nil {
+				out <- "error: " + err.Error()
+				return
+			}
+			out <- mcp.Render(res).Text
+		}()
+		return out
+	}
+	next := func() ask {
+		select {
+		case a := <-asks:
+			return a
+		case <-ctx.Done():
+			t.Fatal("no elicitation reached the hook")
+		}
+		return ask{}
+	}
+	require.Equal(t, "2025-11-25", func() string { _, err := p.Tools(ctx); require.NoError(t, err); return p.NegotiatedVersion() }())
+
+	first := call("s1")
+	a1 := next()
+	assert.Equal(t, "s1", a1.session, "the only call in progress is asked")
+	second := <-call("s2") // s1's call is still in progress: s2's request names no call
+	assert.Contains(t, second, "elicit failed")
+	assert.Contains(t, second, "several tool calls from different sessions")
+	close(a1.release)
+	assert.Equal(t, `elicit: accept {"name":"s1"}`, <-first)
+	assert.Empty(t, asks, "nobody else was asked")
+
+	// Two calls of one session: its user is asked for each.
+	third := call("s1")
+	a3 := next()
+	fourth := call("s1")
+	a4 := next()
+	assert.Equal(t, "s1", a4.session)
+	close(a4.release)
+	assert.Equal(t, `elicit: accept {"name":"s1"}`, <-fourth)
+	close(a3.release)
+	assert.Equal(t, `elicit: accept {"name":"s1"}`, <-third)
+}

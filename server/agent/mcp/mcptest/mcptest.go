@@ -3,8 +3,8 @@
 // streamable HTTP (Handler, for httptest). Its tools: echo, image, structured, readfile, dial,
 // add_tool (adds a tool, which notifies tools/list_changed), die (the process exits mid-call),
 // elicit_form and elicit_url (ask the client for an elicitation, form or URL mode, and report
-// the answer) and sample (asks the client for a sampling/createMessage and reports it); its
-// resource test://hello and its prompts greet and hello_resource (a message embedding
+// the answer), elicit_push (a form pushed as a 2025-11-25 elicitation/create during the call)
+// and sample (asks the client for a sampling/createMessage and reports it); its resource test://hello and its prompts greet and hello_resource (a message embedding
 // test://hello and a resource link to it).
 package mcptest
 
@@ -175,6 +175,15 @@ func New() *sdk.Server {
 				return text(ElicitReport(r)), nil, nil
 			}
 			return &sdk.CallToolResult{InputRequests: sdk.InputRequestMap{"url": &sdk.ElicitParams{Mode: "url", Message: "Sign in to the test service.", URL: ElicitURL, ElicitationID: "el-1"}}}, nil, nil
+		})
+	sdk.AddTool(s, &sdk.Tool{Name: "elicit_push", Description: "Ask the user for a name with a 2025-11-25 elicitation/create pushed during the call, and report the answer."},
+		func(ctx context.Context, req *sdk.CallToolRequest, _ struct{}) (*sdk.CallToolResult, any, error) {
+			r, err := req.Session.Elicit(ctx, &sdk.ElicitParams{Mode: "form", Message: FormMessage,
+				RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{"name": map[string]any{"type": "string"}}}})
+			if err != nil {
+				return &sdk.CallToolResult{IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: "elicit failed: " + err.Error()}}}, nil, nil
+			}
+			return text(ElicitReport(r)), nil, nil
 		})
 	sdk.AddTool(s, &sdk.Tool{Name: "sample", Description: "Ask the client's model (sampling/createMessage) and report its answer."},
 		func(_ context.Context, req *sdk.CallToolRequest, in textIn) (*sdk.CallToolResult, any, error) {
