@@ -10,6 +10,7 @@ import { McpPage } from './mcp.js'
 import { GitPanel, SessionSettings, UsagePage } from './panels.js'
 import { saveTheme, useSharedTheme, type Theme } from './prefs.js'
 import { SessionSearch } from './search.js'
+import { TerminalPanel } from './terminals.js'
 import { useRoute } from './route.js'
 
 function loadTheme(): Theme {
@@ -376,6 +377,7 @@ function SessionView({ sessionId, turnId, onOpen, onGone }: { sessionId: string;
       <HostInteractions sessionId={sessionId} />
       <HostComposer sessionId={sessionId} />
       <GitPanel sessionId={sessionId} />
+      <TerminalPanel sessionId={sessionId} />
     </div>
   )
 }

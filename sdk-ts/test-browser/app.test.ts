@@ -15,6 +15,7 @@ import { createServerClient, type WebSocketConstructor } from '../src/client/ind
 import { createSseHandler, toNodeHandler } from '../src/server/index.js'
 import type { Database, ServerProcess } from '../test/helpers/server.js'
 import { agentPickerSwitchesToPlan, agentScripts, forkAndRollBackFromTheTurnMenu, searchOpensTheSession, slashCommandRuns, subagentNestedAndApprovedFromParent, writeProjectFiles, type Ctx } from './agents-cases.js'
+import { adminRunsATerminal, chatTokenSeesNoTerminals, type TermCtx } from './terminal-cases.js'
 import { exactCommand, exampleDir, FakeOpenAI, freePort, launchBrowser, repo, serveStatic, sseExampleDir, shotsDir, startServer, streamPieces } from './harness.js'
 
 const require = createRequire(import.meta.url)
@@ -104,7 +105,7 @@ describe('web app in Chromium', () => {
     const everything = join(repo, 'e2e', 'mcp', 'node_modules', '@modelcontextprotocol', 'server-everything', 'dist', 'index.js')
     writeFileSync(mcps, JSON.stringify({ mcpServers: { elicit: { command: 'node', args: [everything, 'stdio'], scope: 'host' } } }))
     const elicit = { turns: [{ steps: [{ tool: { name: 'mcp__elicit__trigger-elicitation-request', arguments: {}, id: 'el1' } }] }, { steps: [{ text: 'Elicited.' }] }] }
-    const started = await startServer(['--sandbox-expose', join(repo, 'e2e', 'mcp'), '--mcp-config', mcps], { ...agentScripts, elicit }, openai)
+    const started = await startServer(['--sandbox-expose', join(repo, 'e2e', 'mcp'), '--mcp-config', mcps, '--project-terminals'], { ...agentScripts, elicit }, openai)
     server = started.server
     writeProjectFiles(server.root)
     db = started.db
@@ -323,6 +324,11 @@ describe('web app in Chromium', () => {
   test("a subagent's child session nested under its parent's run; its approval answered from the parent's view", () => subagentNestedAndApprovedFromParent(ctx()))
   test('search finds a word and opens the session at its turn', () => searchOpensTheSession(ctx(), greeted))
   test("a turn's menu: fork opens the fork; roll back and restore; compact shows the marked block", () => forkAndRollBackFromTheTurnMenu(ctx(), greeted))
+
+  // The Terminals panel (terminal-cases.ts).
+  const termCtx = (): TermCtx => ({ browser, base, mintToken: (n, scope) => server.mintToken(n, scope), newSession, axe })
+  test('terminals: an admin starts a shell in xterm.js, types echo zidane-$((6*7)), sees zidane-42, kills it; no CSP violation', () => adminRunsATerminal(termCtx()))
+  test('terminals: a chat token sees no Terminals panel', () => chatTokenSeesNoTerminals(termCtx()))
 
   test('rename, archive and delete sessions from the list', async () => {
     const sessions = page.getByRole('list', { name: 'Sessions' })
