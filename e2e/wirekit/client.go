@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -50,6 +51,9 @@ type ClientHeader struct {
 //   - "log": number and keep Signals, but send nothing: only sessions.resume delivers them.
 //   - "cut": drop the client's connection at once (no close frame).
 //   - "waitApplied": wait until the client printed the signal with $seq Seq.
+//   - "waitNotOffered": wait until the client printed {"notOffered": Method}. A scenario waits for
+//     it before a cut: a call the cut drops is never resent (the client seed), so a client cut
+//     before its sessions.get was answered would never learn that it is not offered.
 //   - "expectApplied": the client's applied lines are exactly the logged signals of known kinds,
 //     each once, in $seq order; and it printed {"notOffered": m} for each notOffered method.
 //
@@ -59,6 +63,7 @@ type ClientStep struct {
 	Op      string            `json:"op"`
 	N       int               `json:"n,omitempty"`
 	Seq     int64             `json:"seq,omitempty"`
+	Method  string            `json:"method,omitempty"`
 	Signals []json.RawMessage `json:"signals,omitempty"`
 
 	line int
@@ -104,9 +109,12 @@ func LoadClient(fsys fs.FS, dir string) ([]*ClientScenario, error) {
 				return fmt.Errorf("%s:%d: %v", p, i+1, err)
 			}
 			switch st.Op {
-			case "waitHello", "signals", "log", "cut", "waitApplied", "expectApplied":
+			case "waitHello", "signals", "log", "cut", "waitApplied", "waitNotOffered", "expectApplied":
 			default:
 				return fmt.Errorf("%s:%d: unknown op %q", p, i+1, st.Op)
+			}
+			if st.Op == "waitNotOffered" && !slices.Contains(sc.NotOffered, st.Method) {
+				return fmt.Errorf("%s:%d: waitNotOffered: method %q is not in the header's notOffered", p, i+1, st.Method)
 			}
 			st.line = i + 1
 			sc.Steps = append(sc.Steps, st)
@@ -315,14 +323,9 @@ func (r *ClientRunner) step(ctx context.Context, f *fake, st ClientStep, timeout
 		c.CloseNow()
 		return nil
 	case "waitApplied":
-		return f.wait(ctx, timeout, fmt.Sprintf("applied line for $seq %d (lines so far: %s)", st.Seq, f.linesLocked()), func() bool {
-			for _, a := range f.applied {
-				if a.Seq == st.Seq {
-					return true
-				}
-			}
-			return false
-		})
+		return f.waitLine(ctx, timeout, fmt.Sprintf("applied line for $seq %d", st.Seq), func(a applied) bool { return a.Seq == st.Seq })
+	case "waitNotOffered":
+		return f.waitLine(ctx, timeout, fmt.Sprintf("{\"notOffered\":%q} line", st.Method), func(a applied) bool { return a.NotOffered == st.Method })
 	case "expectApplied":
 		f.mu.Lock()
 		defer f.mu.Unlock()
@@ -351,6 +354,13 @@ func (r *ClientRunner) step(ctx context.Context, f *fake, st ClientStep, timeout
 		return nil
 	}
 	return fmt.Errorf("unknown op %q", st.Op)
+}
+
+// waitLine waits until the client printed a line that match accepts; the error shows the lines so far.
+func (f *fake) waitLine(ctx context.Context, d time.Duration, what string, match func(applied) bool) error {
+	return f.wait(ctx, d, fmt.Sprintf("%s (lines so far: %s)", what, f.linesLocked()), func() bool {
+		return slices.ContainsFunc(f.applied, match)
+	})
 }
 
 func (f *fake) linesLocked() string {
