@@ -17,9 +17,9 @@ generate:
 check-generated:
 	$(GO) run ./gen -check
 
-## build: build the web app into server/webapp/dist (when npm is present), then bin/zidane-server (which embeds it) and bin/zidane
+## build: build the web app into server/webapp/dist (when npm is present), then bin/zidane-server (which embeds it), bin/zidane and bin/zidane-conformance
 build: app
-	$(GO) build -o bin/ ./cmd/zidane-server ./cmd/zidane
+	$(GO) build -o bin/ ./cmd/zidane-server ./cmd/zidane ./cmd/zidane-conformance
 
 ## app: the web app's production build (sdk-ts/app → server/webapp/dist); without npm it says so and the server serves a page saying how to build it
 app:

@@ -93,6 +93,14 @@ func TSFile(p *Protocol) []byte {
 	}
 	w("}\n\n")
 	w("/** A signal's kind. */\nexport type SignalKind = keyof SignalMap\n\n")
+	w("/** Every signal kind this build knows, at run time: a reader skips a signal whose kind is not here. */\nexport const SIGNAL_KINDS: readonly SignalKind[] = [")
+	for i, s := range p.Signals {
+		if i > 0 {
+			w(", ")
+		}
+		w("%q", s.Kind)
+	}
+	w("]\n\n")
 	kinds := func(doc string, keep func(*Signal) bool) {
 		w("%s =", doc)
 		n := 0

@@ -89,8 +89,8 @@ later_sets() {
   run_later "benchmarks, one iteration each (make bench runs them in full)" \
     env BENCH_SMOKE=1 go test -count=1 -run '^$' -bench '^BenchmarkFig' -benchtime 1x -timeout 10m ./e2e/bench/ ./server/store/ ./server/
   if [ -f sdk-ts/package.json ]; then
-    # Its integration tests start bin/zidane-server.
-    run_later "build bin/ for the sdk-ts tests" go build -o bin/ ./cmd/zidane-server ./cmd/zidane
+    # Its integration tests start bin/zidane-server; its conformance test runs bin/zidane-conformance.
+    run_later "build bin/ for the sdk-ts tests" go build -o bin/ ./cmd/zidane-server ./cmd/zidane ./cmd/zidane-conformance
     run_later "sdk-ts" bash -c 'cd sdk-ts && npm test --silent'
     # The web app in Chromium against the real binary, which embeds the app: build the app, then bin/.
     run_later "web app in Chromium" bash -c 'cd sdk-ts && npm run build:app --silent && cd .. && go build -o bin/ ./cmd/zidane-server ./cmd/zidane && cd sdk-ts && npm run test:browser --silent'

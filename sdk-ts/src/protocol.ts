@@ -7174,6 +7174,9 @@ export interface SignalMap {
 /** A signal's kind. */
 export type SignalKind = keyof SignalMap
 
+/** Every signal kind this build knows, at run time: a reader skips a signal whose kind is not here. */
+export const SIGNAL_KINDS: readonly SignalKind[] = ["agents:changed", "approval:request", "approval:resolved", "approval:mode", "run:start", "event", "turn:end", "stream:progress", "run:end", "commands:changed", "draft:changed", "git:clone:progress", "git:refs", "session:reset", "interaction:request", "interaction:resolved", "plans:snapshot", "prefs:changed", "presence:changed", "queue:changed", "session:updated", "settings:changed", "sidebar:changed", "skills:changed", "workspace:exec:data", "workspace:exec:exit"]
+
 /** The kinds of session signals: they carry sessionId. */
 export type SessionSignalKind = | "approval:request" | "approval:resolved" | "approval:mode" | "run:start" | "event" | "turn:end" | "stream:progress" | "run:end" | "draft:changed" | "session:reset" | "interaction:request" | "interaction:resolved" | "plans:snapshot" | "queue:changed" | "session:updated"
 
