@@ -3,11 +3,14 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -87,14 +90,50 @@ func rewriteProxy(t *testing.T, target, tok string, up func([]byte) ([][]byte, b
 	return "ws" + strings.TrimPrefix(srv.URL, "http") + "/"
 }
 
+// runnerBinary builds cmd/zidane-conformance into binDir once and returns its path.
+func runnerBinary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(binDir, "zidane-conformance")
+	runnerOnce.Do(func() {
+		out, err := exec.Command("go", "build", "-o", bin, "../cmd/zidane-conformance").CombinedOutput()
+		if err != nil {
+			runnerErr = fmt.Errorf("go build ../cmd/zidane-conformance: %v\n%s", err, out)
+		}
+	})
+	require.NoError(t, runnerErr)
+	return bin
+}
+
+var (
+	runnerOnce sync.Once
+	runnerErr  error
+)
+
+// runRunner runs the zidane-conformance binary on url and returns its exit code and output.
+func runRunner(t *testing.T, url, tok string, args ...string) (int, string) {
+	t.Helper()
+	cmd := exec.Command(runnerBinary(t), append([]string{"--url", url, "--token", tok, "--timeout", "5s"}, args...)...)
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		return exit.ExitCode(), string(out)
+	}
+	require.NoError(t, err, "%s", out)
+	return 0, string(out)
+}
+
 // TestConformanceKitFailsPatchedServer runs the kit through proxies that break one rule each:
 // answering a notification, and dropping the signal with $seq 3. The runner must fail the
-// scenarios that check those rules, naming them and the frame, and pass the others.
+// scenarios that check those rules, naming them and the frame, and pass the others; and the
+// zidane-conformance binary must print the failing scenario's name and exit 1.
 func TestConformanceKitFailsPatchedServer(t *testing.T) {
 	s := startServer(t, serverOpts{dbURL: storetest.URL(t)})
 	tok := s.mintToken("kit-patched", "chat")
 	scs, err := wirekit.ServerScenarios()
 	require.NoError(t, err)
+	code, out := runRunner(t, s.url(), tok, "--run", "^(notification-unanswered|seq-order)$")
+	require.Equal(t, 0, code, "the unpatched server passes:\n%s", out)
+	assert.Contains(t, out, "PASS notification-unanswered")
 	pass := func(frame []byte) bool { return true }
 	forward := func([]byte) ([][]byte, bool) { return nil, true }
 
@@ -114,6 +153,11 @@ func TestConformanceKitFailsPatchedServer(t *testing.T) {
 		assert.Contains(t, n.Reason, `"id":null`, "the reason shows the frame: %s", n)
 		assert.Equal(t, wirekit.Pass, res["method-not-found"].Status, "%s", res["method-not-found"])
 		assert.Equal(t, wirekit.Pass, res["seq-order"].Status, "%s", res["seq-order"])
+
+		code, out := runRunner(t, url, tok)
+		assert.Equal(t, 1, code, "%s", out)
+		assert.Regexp(t, `(?m)^FAIL notification-unanswered: .*"id":null`, out)
+		assert.Regexp(t, `(?m)^PASS seq-order$`, out)
 	})
 
 	t.Run("skips a $seq", func(t *testing.T) {
@@ -135,6 +179,12 @@ func TestConformanceKitFailsPatchedServer(t *testing.T) {
 			assert.Contains(t, x.Reason, "$seq 4 follows 2", "%s", x)
 		}
 		assert.Equal(t, wirekit.Pass, res["notification-unanswered"].Status, "%s", res["notification-unanswered"])
+
+		code, out := runRunner(t, url, tok, "--run", "^(seq-order|notification-unanswered)$")
+		assert.Equal(t, 1, code, "%s", out)
+		assert.Regexp(t, `(?m)^FAIL seq-order: .*\$seq 4 follows 2`, out)
+		assert.Regexp(t, `(?m)^PASS notification-unanswered$`, out)
+		assert.Contains(t, out, "1 passed, 1 failed")
 	})
 }
 
