@@ -101,6 +101,95 @@ func TestAgentProjectDefinitionRestrictsTools(t *testing.T) {
 	assert.Equal(t, "ask", c.result("approvals.getMode", fmt.Sprintf(`{"sessionId":%q}`, sid))["mode"])
 }
 
+// A project agent's looser approvalMode or sandbox is ignored, so agents.list and agents.get
+// show the values in force (the session's; a tighter one as written), with a problem saying what
+// was ignored (issue 27; they used to show the ignored value as written).
+func TestAgentListShowsTheGuardsInForce(t *testing.T) {
+	e, _ := newFakeAgentEnv(t)
+	e.L.Write(t, ".zidane/agents/loose.md", "---\ndescription: Asks for more\napprovalMode: auto-edit\nsandbox: off\n---\nLoose.\n")
+	e.L.Write(t, ".zidane/agents/tight.md", "---\ndescription: Asks for less\napprovalMode: locked\nsandbox: read-only\n---\nTight.\n")
+	c := e.dial()
+	c.hello()
+	sid := c.newSession()
+	policy := c.result("sessions.getSandbox", fmt.Sprintf(`{"sessionId":%q}`, sid))["policy"].(string)
+	require.NotEqual(t, "off", policy)
+	byID := func(list map[string]any) map[string]map[string]any {
+		out := map[string]map[string]any{}
+		for _, a := range list["agents"].([]any) {
+			out[a.(map[string]any)["id"].(string)] = a.(map[string]any)
+		}
+		return out
+	}
+	check := func(what string, loose, tight map[string]any) {
+		assert.Equal(t, "ask", loose["approvalMode"], "%s: the session's mode is the one in force", what)
+		assert.Equal(t, policy, loose["sandbox"], "%s: the session's policy is the one in force", what)
+		problems := fmt.Sprint(loose["problems"])
+		assert.Contains(t, problems, `approvalMode "auto-edit"`, what)
+		assert.Contains(t, problems, `sandbox "off"`, what)
+		assert.Contains(t, problems, "ignored", what)
+		assert.Equal(t, "locked", tight["approvalMode"], "%s: a tighter mode is in force as written", what)
+		assert.Equal(t, "read-only", tight["sandbox"], what)
+		assert.Empty(t, tight["problems"], what)
+	}
+	agents := byID(c.result("agents.list", fmt.Sprintf(`{"sessionId":%q}`, sid)))
+	check("agents.list with the session", agents["loose"], agents["tight"])
+	agents = byID(c.result("agents.list", `{}`))
+	check("agents.list", agents["loose"], agents["tight"])
+	check("agents.get", c.result("agents.get", `{"agentId":"loose"}`), c.result("agents.get", `{"agentId":"tight"}`))
+}
+
+// A link under the project's .zidane/{agents,skills,commands} (a file, a skill folder, or the
+// folder itself) that points outside the project is listed as a problem saying so and never
+// followed; a link that stays inside is followed (issue 27; such links used to vanish silently or
+// be read).
+func TestDefinitionLinksOutOfTheProjectAreListed(t *testing.T) {
+	e, _ := newFakeAgentEnv(t)
+	out := func(name, content string) string {
+		p := filepath.Join(e.L.Out, name)
+		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+		require.NoError(t, os.WriteFile(p, []byte(content), 0o644))
+		return p
+	}
+	out("skill/SKILL.md", "---\ndescription: From outside\n---\nOutside skill.\n")
+	out("commands/hi.md", "---\ndescription: From outside\n---\nSay hi.\n")
+	e.L.Write(t, "shared/alias.md", "---\ndescription: Linked from inside\n---\nInside.\n")
+	e.L.Write(t, ".zidane/agents/plain.md", "---\ndescription: Plain\n---\nPlain.\n")
+	e.L.Write(t, ".zidane/skills/.keep", "")
+	e.L.Link(t, out("agents/evil.md", "---\ndescription: From outside\n---\nOutside agent.\n"), ".zidane/agents/evil.md")
+	e.L.Link(t, "../../shared/alias.md", ".zidane/agents/alias.md")
+	e.L.Link(t, "../../../out/skill", ".zidane/skills/ext")
+	e.L.Link(t, filepath.Join(e.L.Out, "commands"), ".zidane/commands")
+	c := e.dial()
+	c.hello()
+
+	outside := func(list map[string]any, rel string) {
+		t.Helper()
+		var msg string
+		for _, p := range list["problems"].([]any) {
+			if p.(map[string]any)["path"] == filepath.Join(e.L.WS, rel) {
+				msg = p.(map[string]any)["message"].(string)
+			}
+		}
+		assert.Contains(t, msg, "points outside the project; ignored", "%s: %v", rel, list["problems"])
+	}
+	ids := func(list map[string]any, key, field string) []string {
+		var out []string
+		for _, x := range list[key].([]any) {
+			out = append(out, x.(map[string]any)[field].(string))
+		}
+		return out
+	}
+	agents := c.result("agents.list", `{}`)
+	outside(agents, ".zidane/agents/evil.md")
+	assert.ElementsMatch(t, []string{"build", "plan", "plain", "alias"}, ids(agents, "agents", "id"), "the link inside the project is followed")
+	skills := c.result("skills.list", `{}`)
+	outside(skills, ".zidane/skills/ext")
+	assert.Empty(t, skills["skills"])
+	cmds := c.result("commands.list", `{}`)
+	outside(cmds, ".zidane/commands")
+	assert.NotContains(t, ids(cmds, "commands", "name"), "hi")
+}
+
 func TestAgentPlanCannotWrite(t *testing.T) {
 	e, fake := newFakeAgentEnv(t,
 		openaitest.CallReply(10, 5, openaitest.Call{ID: "c1", Name: "write_file", Args: `{"path":"x.txt","content":"no"}`}),

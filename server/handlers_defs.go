@@ -52,10 +52,24 @@ func problemsOut(ps []defs.Problem) []protocol.DefinitionProblem {
 	return out
 }
 
-func agentOut(a defs.Agent, withPrompt bool) protocol.AgentInfo {
+// agentOut is a's AgentInfo for a session whose approval mode and sandbox policy are mode and
+// policy: a project definition's looser approvalMode or sandbox is shown as the session's, which
+// is the one in force, and its problems say what was ignored (issue 27: a project file may only
+// narrow).
+func agentOut(a defs.Agent, withPrompt bool, mode, policy string) protocol.AgentInfo {
+	loosens := a.Loosens(mode, policy)
+	if len(loosens) > 0 {
+		m, pol := a.Narrow(mode, policy)
+		if a.ApprovalMode != "" {
+			a.ApprovalMode = m
+		}
+		if a.Sandbox != "" {
+			a.Sandbox = pol
+		}
+	}
 	out := protocol.AgentInfo{ID: a.Name, Description: a.Description, Origin: protocol.DefinitionOrigin(a.Origin),
 		Path: optString(a.Path), Model: optString(a.Model), AllTools: a.AllTools, Tools: append([]string{}, a.Tools...),
-		ApprovalMode: optString(a.ApprovalMode), Sandbox: optString(a.Sandbox), Problems: append([]string{}, a.Problems...)}
+		ApprovalMode: optString(a.ApprovalMode), Sandbox: optString(a.Sandbox), Problems: append(append([]string{}, a.Problems...), loosens...)}
 	if withPrompt {
 		out.Prompt = &a.Prompt
 	}
@@ -85,15 +99,12 @@ func (h agentsHandler) List(ctx context.Context, p *protocol.AgentsListParams) (
 	if err != nil {
 		return nil, err
 	}
+	if p.SessionID == nil {
+		mode, policy = store.ModeAsk, string(h.s.cfg.Sandbox.Default)
+	}
 	res := &protocol.AgentsListResult{Problems: problemsOut(set.Problems)}
 	for _, a := range set.Agents {
-		out := agentOut(a, false)
-		if p.SessionID != nil {
-			out.Problems = append(out.Problems, a.Loosens(mode, policy)...)
-		} else {
-			out.Problems = append(out.Problems, a.Loosens(store.ModeAsk, string(h.s.cfg.Sandbox.Default))...)
-		}
-		res.Agents = append(res.Agents, out)
+		res.Agents = append(res.Agents, agentOut(a, false, mode, policy))
 	}
 	return res, nil
 }
@@ -122,8 +133,7 @@ func (h agentsHandler) Get(ctx context.Context, p *protocol.AgentsGetParams) (*p
 	if !ok {
 		return nil, unknownDef("agent", p.AgentID, "agents.list", "/agentId", agentNames(set))
 	}
-	out := agentOut(*a, true)
-	out.Problems = append(out.Problems, a.Loosens(store.ModeAsk, string(h.s.cfg.Sandbox.Default))...)
+	out := agentOut(*a, true, store.ModeAsk, string(h.s.cfg.Sandbox.Default))
 	return &out, nil
 }
 

@@ -302,6 +302,22 @@ func (h hiddenFS) Stat(name string) (fs.FileInfo, error) {
 	return fs.Stat(h.fsys, name)
 }
 
+// Lstat implements fs.ReadLinkFS (a hidden path is missing).
+func (h hiddenFS) Lstat(name string) (fs.FileInfo, error) {
+	if h.rh.covers(name) {
+		return nil, h.notExist("lstat", name)
+	}
+	return fs.Lstat(h.fsys, name)
+}
+
+// ReadLink implements fs.ReadLinkFS (a hidden path is missing).
+func (h hiddenFS) ReadLink(name string) (string, error) {
+	if h.rh.covers(name) {
+		return "", h.notExist("readlink", name)
+	}
+	return fs.ReadLink(h.fsys, name)
+}
+
 // ReadFile implements fs.ReadFileFS (through Open, so the opened file is checked).
 func (h hiddenFS) ReadFile(name string) ([]byte, error) {
 	f, err := h.Open(name)

@@ -130,5 +130,23 @@ func (f regularFS) Stat(name string) (fs.FileInfo, error) {
 	return f.r.Stat(name)
 }
 
+// Lstat implements fs.ReadLinkFS: name itself, a link not followed (links before it inside the
+// root are).
+func (f regularFS) Lstat(name string) (fs.FileInfo, error) {
+	if !fs.ValidPath(name) {
+		return nil, &fs.PathError{Op: "lstat", Path: name, Err: fs.ErrInvalid}
+	}
+	return f.r.Lstat(name)
+}
+
+// ReadLink implements fs.ReadLinkFS: the link's target as written (it is not followed, so a
+// target outside the root is told, never reached).
+func (f regularFS) ReadLink(name string) (string, error) {
+	if !fs.ValidPath(name) {
+		return "", &fs.PathError{Op: "readlink", Path: name, Err: fs.ErrInvalid}
+	}
+	return f.r.Readlink(name)
+}
+
 // fsOf returns the regular-only file system of the root holding p.
 func (w *Workspace) fsOf(p Path) fs.FS { return regularFS{w.rootOf(p)} }

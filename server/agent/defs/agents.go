@@ -204,7 +204,11 @@ func LoadAgents(srcs ...Source) (agents []Agent, problems []Problem) {
 		if src.FS == nil {
 			continue
 		}
-		dir := ".zidane/agents"
+		dir, err := src.inside(".zidane/agents")
+		if err != nil {
+			problems = append(problems, Problem{Path: path.Join(src.Dir, ".zidane/agents"), Message: err.Error()})
+			continue
+		}
 		names, extra, err := mdFiles(src.FS, dir)
 		if err != nil {
 			problems = append(problems, Problem{Path: path.Join(src.Dir, dir), Message: err.Error()})
@@ -215,7 +219,7 @@ func LoadAgents(srcs ...Source) (agents []Agent, problems []Problem) {
 		}
 		for _, n := range names {
 			rel := path.Join(dir, n)
-			data, err := readBounded(src.FS, rel)
+			data, err := src.readDef(rel)
 			var a Agent
 			if err == nil {
 				a, err = parseAgent(src, rel, data)

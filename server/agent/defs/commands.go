@@ -76,7 +76,12 @@ func LoadCommands(skills []Skill, srcs ...Source) (cmds []Command, problems []Pr
 			continue
 		}
 		seen := map[string]bool{}
-		for _, dir := range commandDirs {
+		for _, cdir := range commandDirs {
+			dir, err := src.inside(cdir)
+			if err != nil {
+				problems = append(problems, Problem{Path: path.Join(src.Dir, cdir), Message: err.Error()})
+				continue
+			}
 			names, extra, err := mdFiles(src.FS, dir)
 			if err != nil {
 				problems = append(problems, Problem{Path: path.Join(src.Dir, dir), Message: err.Error()})
@@ -87,7 +92,7 @@ func LoadCommands(skills []Skill, srcs ...Source) (cmds []Command, problems []Pr
 			}
 			for _, n := range names {
 				rel := path.Join(dir, n)
-				data, err := readBounded(src.FS, rel)
+				data, err := src.readDef(rel)
 				var c Command
 				if err == nil {
 					c, err = parseCommand(src, rel, data)

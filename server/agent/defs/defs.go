@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
@@ -236,6 +237,87 @@ func mdFiles(fsys fs.FS, dir string) (names []string, extra int, err error) {
 		names = names[:MaxEntries]
 	}
 	return names, extra, nil
+}
+
+// maxLinks bounds the links followed resolving one path of a project (a loop ends there).
+const maxLinks = 40
+
+// outsideError is the problem of a link in a project's definition folders that leads out of the
+// project: it is listed, never followed (issue 27: a cloned repository's link to ../../elsewhere or
+// /home/… must not become a definition, nor vanish silently).
+type outsideError struct{ target string }
+
+func (e *outsideError) Error() string {
+	return fmt.Sprintf("a link to %q, which points outside the project; ignored (copy the definition into the project, or put it in the server user's ~/.zidane/ for every project)", e.target)
+}
+
+// inside resolves rel, a path of a project source's FS, through its links one component at a time
+// without following any that leads out of the project: it returns the path inside the project
+// that rel names (rel itself when no link is on the way; a missing path is returned as it is, for
+// the read to report), or an *outsideError for the first link that leaves it. Links are read, not
+// followed, so nothing outside is ever opened to find out. The server user's sources are theirs
+// and returned as they are.
+func (src Source) inside(rel string) (string, error) {
+	if src.Origin != OriginProject {
+		return rel, nil
+	}
+	if _, ok := src.FS.(fs.ReadLinkFS); !ok {
+		return rel, nil // an FS without links
+	}
+	todo := strings.Split(rel, "/")
+	var done []string
+	links, via := 0, rel // via: the last link's target, for the message
+	for len(todo) > 0 {
+		c := todo[0]
+		todo = todo[1:]
+		switch c {
+		case "", ".":
+			continue
+		case "..":
+			if len(done) == 0 {
+				return "", &outsideError{target: via}
+			}
+			done = done[:len(done)-1]
+			continue
+		}
+		cur := path.Join(append(append([]string{}, done...), c)...)
+		fi, err := fs.Lstat(src.FS, cur)
+		if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+			done = append(done, c)
+			continue
+		}
+		if links++; links > maxLinks {
+			return "", fmt.Errorf("more than %d links on the way to %s; ignored", maxLinks, rel)
+		}
+		target, err := fs.ReadLink(src.FS, cur)
+		if err != nil {
+			return "", err
+		}
+		t := filepath.ToSlash(target)
+		via = target
+		if filepath.IsAbs(target) {
+			r, err := filepath.Rel(src.Dir, filepath.Clean(target))
+			if src.Dir == "" || err != nil || r == ".." || strings.HasPrefix(r, "../") {
+				return "", &outsideError{target: via}
+			}
+			done, t = nil, filepath.ToSlash(r)
+		}
+		todo = append(strings.Split(t, "/"), todo...)
+	}
+	if len(done) == 0 {
+		return ".", nil
+	}
+	return path.Join(done...), nil
+}
+
+// readDef reads the definition file rel of src (readBounded) once inside has resolved its links:
+// a link that leads out of the project is an *outsideError, never read.
+func (src Source) readDef(rel string) ([]byte, error) {
+	to, err := src.inside(rel)
+	if err != nil {
+		return nil, err
+	}
+	return readBounded(src.FS, to)
 }
 
 // Problem is a definition file that could not be used whole: its path and what is wrong.

@@ -32,7 +32,7 @@ var skillDirs = []string{".zidane/skills", ".claude/skills"}
 // parseSkill reads dir/SKILL.md of src.
 func parseSkill(src Source, dir string) (Skill, string, error) {
 	rel := path.Join(dir, "SKILL.md")
-	data, err := readBounded(src.FS, rel)
+	data, err := src.readDef(rel)
 	if err != nil {
 		return Skill{}, "", err
 	}
@@ -71,7 +71,12 @@ func LoadSkills(srcs ...Source) (skills []Skill, problems []Problem) {
 			continue
 		}
 		seen := map[string]bool{}
-		for _, base := range skillDirs {
+		for _, sdir := range skillDirs {
+			base, err := src.inside(sdir)
+			if err != nil {
+				problems = append(problems, Problem{Path: path.Join(src.Dir, sdir), Message: err.Error()})
+				continue
+			}
 			ents, err := fs.ReadDir(src.FS, base)
 			if errors.Is(err, fs.ErrNotExist) {
 				continue
@@ -82,7 +87,8 @@ func LoadSkills(srcs ...Source) (skills []Skill, problems []Problem) {
 			}
 			n := 0
 			for _, e := range ents {
-				if !e.IsDir() {
+				link := e.Type()&fs.ModeSymlink != 0
+				if !e.IsDir() && !link {
 					continue
 				}
 				if n++; n > MaxEntries {
@@ -90,6 +96,18 @@ func LoadSkills(srcs ...Source) (skills []Skill, problems []Problem) {
 					break
 				}
 				dir := path.Join(base, e.Name())
+				if link {
+					// A linked skill folder: followed only while it stays inside the project.
+					to, err := src.inside(dir)
+					if err != nil {
+						problems = append(problems, Problem{Path: path.Join(src.Dir, dir), Message: err.Error()})
+						continue
+					}
+					if fi, err := fs.Stat(src.FS, to); err != nil || !fi.IsDir() {
+						continue // a link to a file (or to nothing) is not a skill folder
+					}
+					dir = to
+				}
 				sk, _, err := parseSkill(src, dir)
 				if errors.Is(err, fs.ErrNotExist) {
 					continue // a folder without SKILL.md is not a skill
@@ -151,5 +169,5 @@ func (s *Skill) ReadFile(rel string) ([]byte, error) {
 	if !fs.ValidPath(clean) || clean == "." || strings.HasPrefix(clean, "../") {
 		return nil, fmt.Errorf("%q is not a file of the skill %q: name one of the files it lists", rel, s.Name)
 	}
-	return readBounded(s.FS, path.Join(s.Dir, clean))
+	return s.src.readDef(path.Join(s.Dir, clean))
 }
