@@ -41,6 +41,9 @@ func (h completionsHandler) Query(ctx context.Context, p *protocol.CompletionsQu
 	if p.Limit != nil {
 		limit = *p.Limit
 	}
+	if err := textParam("/cwd", "a folder", p.Cwd); err != nil {
+		return nil, err
+	}
 	word, start, end := wordAt(p.Text, p.Position)
 	res := &protocol.CompletionsQueryResult{Items: []protocol.CompletionItem{}}
 	if word == "" {

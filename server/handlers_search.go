@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"unicode/utf16"
 
@@ -21,8 +22,14 @@ func (h searchHandler) Sessions(ctx context.Context, p *protocol.SearchSessionsP
 	if strings.TrimSpace(p.Query) == "" {
 		return nil, protocol.NewInvalidParamsError("params/query: give at least one word to look for.", &protocol.InvalidParamsErrorData{Pointer: "/query"})
 	}
+	if err := textParam("/query", "a query", p.Query); err != nil {
+		return nil, err
+	}
 	q := store.SearchQuery{Text: p.Query, Archived: p.Archived != nil && *p.Archived, Limit: 20}
 	if p.Cwd != nil {
+		if err := textParam("/cwd", "a folder", *p.Cwd); err != nil {
+			return nil, err
+		}
 		q.Cwd = *p.Cwd
 	}
 	if p.Limit != nil {
@@ -32,6 +39,9 @@ func (h searchHandler) Sessions(ctx context.Context, p *protocol.SearchSessionsP
 		q.Cursor = *p.Cursor
 	}
 	page, err := h.s.store.SearchSessions(ctx, q)
+	if errors.Is(err, store.ErrSearchNoWords) {
+		return nil, protocol.NewInvalidParamsError(`params/query: a query needs at least one word to look for; a -word only leaves out the sessions that hold it (e.g. "login -oauth").`, &protocol.InvalidParamsErrorData{Pointer: "/query"})
+	}
 	if errors.Is(err, store.ErrBadSearchCursor) {
 		return nil, protocol.NewInvalidParamsError("params/cursor: not a cursor of this search; pass the nextCursor of the previous page, or leave it out for the first page.", &protocol.InvalidParamsErrorData{Pointer: "/cursor"})
 	}
@@ -48,6 +58,17 @@ func (h searchHandler) Sessions(ctx context.Context, p *protocol.SearchSessionsP
 		out.Results = append(out.Results, r)
 	}
 	return out, nil
+}
+
+// textParam is the InvalidParams answer, naming pointer, for a string param holding a NUL
+// character, which no text the store keeps can hold (what says what the param is); nil otherwise.
+// A check at the handler, so the answer names the param the NUL is in, not the first the store
+// happened to check.
+func textParam(pointer, what, v string) error {
+	if strings.IndexByte(v, 0) >= 0 {
+		return protocol.NewInvalidParamsError(fmt.Sprintf("params%s: %s cannot hold a NUL character; remove it.", pointer, what), &protocol.InvalidParamsErrorData{Pointer: pointer})
+	}
+	return nil
 }
 
 // highlights takes the store's marks (\x01 … \x02) out of a snippet and returns them as ranges

@@ -318,6 +318,38 @@ func TestSearchOverTheWire(t *testing.T) {
 	assert.Nil(t, m["result"])
 }
 
+// A NUL character in a param of search.sessions, history.prompts or completions.query is
+// InvalidParams naming that param (a NUL in search.sessions' cwd was reported on /query), and a
+// query of only -words, which would match every session, is InvalidParams saying a query needs a
+// word to look for (issue 28).
+func TestSearchParamErrorsNameTheParam(t *testing.T) {
+	e, fake, c := historyEnv(t, 200000)
+	sid := c.newSession()
+	c.ask(fake, sid, "the quokka question", "answer")
+	cases := []struct{ method, params, pointer string }{
+		{"search.sessions", `{"query":"quo\u0000kka"}`, "/query"},
+		{"search.sessions", `{"query":"quokka","cwd":"` + e.L.WS + `\u0000x"}`, "/cwd"},
+		{"search.sessions", `{"query":"quokka","cursor":"o1\u0000"}`, "/cursor"},
+		{"history.prompts", `{"cwd":"` + e.L.WS + `\u0000x"}`, "/cwd"},
+		{"completions.query", `{"cwd":"` + e.L.WS + `\u0000x","text":"#quo","position":4}`, "/cwd"},
+		{"completions.query", `{"cwd":"` + e.L.WS + `","text":"#quo\u0000","position":5}`, "/text"},
+	}
+	for _, tc := range cases {
+		m := c.call(tc.method, tc.params)
+		require.Equal(t, -32602, errCode(m), "%s %s: %v", tc.method, tc.params, m)
+		er := m["error"].(map[string]any)
+		assert.True(t, strings.HasPrefix(er["message"].(string), "params"+tc.pointer+":"), "%s %s: %v", tc.method, tc.params, er)
+		assert.Equal(t, tc.pointer, er["data"].(map[string]any)["pointer"], "%s %s", tc.method, tc.params)
+	}
+
+	for _, q := range []string{"-quokka", "-foo -bar", `-"quokka question" or -answer`} {
+		m := c.call("search.sessions", fmt.Sprintf(`{"query":%q}`, q))
+		require.Equal(t, -32602, errCode(m), "%s: %v", q, m)
+		assert.Contains(t, fmt.Sprint(m["error"]), "a query needs at least one word to look for", q)
+	}
+	assert.Len(t, c.result("search.sessions", `{"query":"quokka -nothing"}`)["results"], 1, "a word with a -word still searches")
+}
+
 // TestCompletionsOverTheWire (issue 28, "Completions"): `@` finds files and folders fuzzily,
 // the base name first, never a .gitignored one, and follows a file created later (the shared
 // watcher); `/` offers the commands at the start only; `#` the sessions by title; chat.send's

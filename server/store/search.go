@@ -44,6 +44,41 @@ type SearchPage struct {
 // ErrBadSearchCursor: the cursor is not one of SearchSessions.
 var ErrBadSearchCursor = errors.New("not a search cursor")
 
+// ErrSearchNoWords: the query names no word or phrase to look for, only words to leave out
+// ("-foo -bar"), which would match every session and read them all.
+var ErrSearchNoWords = errors.New("a search needs a word to look for")
+
+// lookingFor reports whether q, in the web search syntax SearchQuery.Text takes (words, "a
+// phrase", or, -word, -"a phrase"), holds a word or phrase that is not left out by a '-'.
+func lookingFor(q string) bool {
+	rs := []rune(q)
+	for i := 0; i < len(rs); {
+		if unicode.IsSpace(rs[i]) {
+			i++
+			continue
+		}
+		neg := rs[i] == '-'
+		if neg {
+			i++
+		}
+		start := i
+		if i < len(rs) && rs[i] == '"' {
+			for i++; i < len(rs) && rs[i] != '"'; i++ {
+			}
+			i++
+		} else {
+			for i < len(rs) && !unicode.IsSpace(rs[i]) && rs[i] != '"' {
+				i++
+			}
+		}
+		term := strings.Trim(string(rs[start:min(i, len(rs))]), `"`)
+		if !neg && strings.TrimSpace(term) != "" && !strings.EqualFold(term, "or") {
+			return true
+		}
+	}
+	return false
+}
+
 // maxSearchOffset bounds how deep a search pages.
 const maxSearchOffset = 1000
 
@@ -120,7 +155,7 @@ func searchSQL(trgm bool) string {
 // SearchSessions finds the sessions whose prompts, answers, tool calls and results, title or
 // folder match q.Text, best first (full-text rank, English stemming and the words as they are,
 // plus trigram matching for identifiers and paths; a title or folder match adds to the rank),
-// each with its best match's event and snippet. Errors: ErrBadSearchCursor.
+// each with its best match's event and snippet. Errors: ErrBadSearchCursor, ErrSearchNoWords.
 func (s *Store) SearchSessions(ctx context.Context, q SearchQuery) (SearchPage, error) {
 	offset := 0
 	if q.Cursor != "" {
@@ -137,6 +172,9 @@ func (s *Store) SearchSessions(ctx context.Context, q SearchQuery) (SearchPage, 
 	}
 	if err := checkText("cwd", q.Cwd); err != nil {
 		return SearchPage{}, fmt.Errorf("search sessions: %w", err)
+	}
+	if !lookingFor(text) {
+		return SearchPage{}, ErrSearchNoWords
 	}
 	trgm := identifierLike(text)
 	pattern := ""
