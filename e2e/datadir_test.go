@@ -2,6 +2,9 @@ package e2e
 
 import (
 	"context"
+	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -96,4 +99,40 @@ func TestOperatorCommandNeedsTheServersDatabase(t *testing.T) {
 	ok.Env = env(true)
 	out, err := ok.CombinedOutput()
 	require.NoError(t, err, "%s", out)
+}
+
+// TestBannerPairLineNamesTheDataDir: the banner's pair line names the data dir the server runs
+// on when it came from ZIDANE_SERVER_HOME, so run as printed from a terminal without that
+// variable it reaches this server's managed Postgres and its code pairs at this server. It used to
+// print a bare `pair`, which set up another managed Postgres under the default data dir (a fresh
+// user's report).
+func TestBannerPairLineNamesTheDataDir(t *testing.T) {
+	data, err := os.MkdirTemp("/tmp", "zd") // short: the managed Postgres' socket lives there
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(data) })
+	srv := startServer(t, serverOpts{dataDir: data, root: "-", noDBEnv: true, homeEnv: true})
+	var line string
+	for _, l := range strings.Split(srv.stdout.String(), "\n") {
+		if rest, ok := strings.CutPrefix(l, "pair an app:"); ok {
+			line, _, _ = strings.Cut(rest, "   (")
+		}
+	}
+	args := strings.Fields(line)
+	require.GreaterOrEqual(t, len(args), 2, "banner:\n%s", srv.stdout.String())
+	require.Equal(t, "pair", args[1], line)
+	require.Contains(t, args, data, "the pair line names the data dir: %s", line) // never run a bare pair here
+
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	pair := exec.CommandContext(ctx, serverBin, args[1:]...) // as printed, with this test's binary
+	pair.Env = env(true) // no ZIDANE_SERVER_HOME, no DATABASE_URL: another terminal
+	out, err := pair.Output()
+	require.NoError(t, err, "%s", out)
+	code := strings.TrimSpace(string(out))
+	resp, err := http.Post("http://"+srv.addr+"/zidane/pair", "application/json", strings.NewReader(fmt.Sprintf(`{"code":%q,"name":"printed"}`, code)))
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode, "the printed command's code pairs at this server: %s", body)
+	assert.Contains(t, string(body), "zds_")
 }

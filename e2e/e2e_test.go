@@ -106,6 +106,8 @@ type serverOpts struct {
 	noDBEnv bool   // remove DATABASE_URL from the environment
 	extra   []string
 	env     []string // added to the server's environment (KEY=value)
+	// homeEnv names the data dir as ZIDANE_SERVER_HOME instead of --data-dir.
+	homeEnv bool
 	// tlsCA, when set, is the CA of the certificate passed in extra (--tls-cert): the health
 	// check speaks https and trusts it.
 	tlsCA *x509.CertPool
@@ -167,6 +169,10 @@ func startServer(t *testing.T, o serverOpts) *serverProc {
 	}
 	s := &serverProc{t: t, opts: o, addr: freeAddr(t), stdout: &syncBuf{}, stderr: &syncBuf{}, done: make(chan struct{})}
 	args := []string{"start", "--listen", s.addr, "--data-dir", o.dataDir}
+	if o.homeEnv {
+		args = args[:len(args)-2]
+		o.env = append(o.env, "ZIDANE_SERVER_HOME="+o.dataDir)
+	}
 	if o.dbURL != "" {
 		args = append(args, "--database-url", o.dbURL)
 	}

@@ -408,7 +408,7 @@ func startCmd() *cobra.Command {
 			}
 			fmt.Printf("host %s · signal epoch %s · workspace roots %s\n", srv.HostID(), srv.Epoch(), strings.Join(srvRoots(roots), ", "))
 			if on, built := srv.WebApp(); on && built {
-				fmt.Printf("web app: open %s://%s/ in a browser (pair it with a code from: %s pair)\n", strings.Replace(scheme, "ws", "http", 1), addr, cfg.Binary)
+				fmt.Printf("web app: open %s://%s/ in a browser and pair it with a code (the pair line below)\n", strings.Replace(scheme, "ws", "http", 1), addr)
 			} else if on {
 				fmt.Printf("web app: not built into this binary (make build builds it); %s://%s/ says how\n", strings.Replace(scheme, "ws", "http", 1), addr)
 			}
@@ -425,6 +425,10 @@ func startCmd() *cobra.Command {
 			}
 			fmt.Printf("chat locally:  %s -c \"Say hello.\"   (reads %s)\n", local, filepath.Join(db.dataDir, client.DaemonFileName))
 			fmt.Printf("mint a token:  %s token create --name cli --scope chat %s\n", self, where)
+			// The pair command names this server's data dir (or database) as the token line does:
+			// run bare, from a terminal without ZIDANE_SERVER_HOME, it set up a managed Postgres of
+			// its own whose code this server never knew (a fresh user's report).
+			fmt.Printf("pair an app:   %s pair %s   (a single-use code the web app or an app trades for a token)\n", self, where)
 			fmt.Printf("then chat:     ZIDANE_URL=%s://%s ZIDANE_TOKEN=<token> %s -c \"Say hello.\"\n", scheme, addr, cli)
 			// Served once the banner is out (the socket listens already: early clients wait in its
 			// backlog), so a client that sees /healthz answer has the whole banner (T03's check).
