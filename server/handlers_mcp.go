@@ -449,6 +449,13 @@ func (h catalogHandler) Mcps(ctx context.Context, p *protocol.CatalogMcpsParams)
 				row.Tools = t.Tools
 			}
 		}
+		if srv.Config.IsHTTP() && srv.Origin == mcp.OriginUser && h.s.oauth != nil {
+			if in, err := h.s.oauth.SignedIn(ctx, srv.Name); err != nil {
+				row.Errors = append(row.Errors, "sign-in state: "+err.Error())
+			} else if in {
+				row.SignIn = protocol.McpSignInSignedIn
+			}
+		}
 		out.Servers = append(out.Servers, row)
 	}
 	return out, nil

@@ -77,6 +77,16 @@ func (m *Manager) Token(ctx context.Context, server string) (*oauth2.Token, erro
 	return oauthToken(nt), nil
 }
 
+// SignedIn reports whether a sign-in is stored for server's current address (catalog.mcps's
+// signIn): false when there is none or only one for another address.
+func (m *Manager) SignedIn(ctx context.Context, server string) (bool, error) {
+	_, _, err := m.stored(ctx, server)
+	if errors.Is(err, ErrSignInRequired) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
 // stored finds server's token whose resource is the server's current URL.
 func (m *Manager) stored(ctx context.Context, server string) (string, credstore.Token, error) {
 	issuers, err := m.cfg.Creds.ServerTokens(ctx, server)
