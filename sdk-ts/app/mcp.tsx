@@ -147,6 +147,9 @@ export function McpPage(): ReactNode {
   )
 }
 
+/** How a row's sign-in state reads (an unknown future state shows as it is sent). */
+const signInText: Record<string, string> = { none: 'no sign-in', unknown: 'not signed in', signedIn: 'signed in' }
+
 function McpRowView(props: { row: McpRow; admin: boolean; busy: string | undefined; onTest: () => void; onRemove: () => void; onSignIn: () => void }): ReactNode {
   const { row, admin } = props
   const canRemove = row.origin !== 'user' || admin
@@ -159,7 +162,7 @@ function McpRowView(props: { row: McpRow; admin: boolean; busy: string | undefin
           {row.scope ? ` · scope ${row.scope}` : ''}
           {row.transport === 'stdio' ? (row.shared ? ' · shared' : ' · per session') : ''}
           {row.approved === false ? ' · not approved' : ''}
-          {row.transport === 'http' ? ` · sign-in: ${row.signIn}` : ''}
+          {row.transport === 'http' ? ` · ${signInText[row.signIn] ?? `sign-in: ${row.signIn}`}` : ''}
           {row.protocolVersion ? ` · ${row.protocolVersion}` : ''}
         </span>
       </div>

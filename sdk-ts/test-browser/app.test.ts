@@ -16,6 +16,7 @@ import { createSseHandler, toNodeHandler } from '../src/server/index.js'
 import type { Database, ServerProcess } from '../test/helpers/server.js'
 import { agentPickerSwitchesToPlan, agentScripts, forkAndRollBackFromTheTurnMenu, searchOpensTheSession, slashCommandRuns, subagentNestedAndApprovedFromParent, writeProjectFiles, type Ctx } from './agents-cases.js'
 import { adminRunsATerminal, chatTokenSeesNoTerminals, type TermCtx } from './terminal-cases.js'
+import { mcpScripts, signInFromTheMcpPage, urlElicitationDoneAndDeclined, type McpCtx } from './mcpweb-cases.js'
 import { exactCommand, exampleDir, FakeOpenAI, freePort, launchBrowser, repo, serveStatic, sseExampleDir, shotsDir, startServer, streamPieces } from './harness.js'
 
 const require = createRequire(import.meta.url)
@@ -105,7 +106,7 @@ describe('web app in Chromium', () => {
     const everything = join(repo, 'e2e', 'mcp', 'node_modules', '@modelcontextprotocol', 'server-everything', 'dist', 'index.js')
     writeFileSync(mcps, JSON.stringify({ mcpServers: { elicit: { command: 'node', args: [everything, 'stdio'], scope: 'host' } } }))
     const elicit = { turns: [{ steps: [{ tool: { name: 'mcp__elicit__trigger-elicitation-request', arguments: {}, id: 'el1' } }] }, { steps: [{ text: 'Elicited.' }] }] }
-    const started = await startServer(['--sandbox-expose', join(repo, 'e2e', 'mcp'), '--mcp-config', mcps, '--project-terminals'], { ...agentScripts, elicit }, openai)
+    const started = await startServer(['--sandbox-expose', join(repo, 'e2e', 'mcp'), '--mcp-config', mcps, '--project-terminals'], { ...agentScripts, ...mcpScripts, elicit }, openai)
     server = started.server
     writeProjectFiles(server.root)
     db = started.db
@@ -399,6 +400,11 @@ describe('web app in Chromium', () => {
       await adminCtx.close()
     }
   })
+
+  // Issue 23's sign-in and URL elicitation (mcpweb-cases.ts).
+  const mcpCtx = (): McpCtx => ({ browser, page, base, mintToken: (n, s) => server.mintToken(n, s), newSession, send, watch, axe })
+  test('MCP sign-in in browser mode: Sign in, the authorization server redirects to /zidane/oauth/callback, the row says signed in, Test lists its tools', () => signInFromTheMcpPage(mcpCtx()))
+  test("an MCP server's URL elicitation: the address as text and a noopener link; Done and Decline reach the server", () => urlElicitationDoneAndDeclined(mcpCtx()))
 
   test('kill and restart the server: the app reconnects and reloads', async () => {
     await waitForText(page, 'Seen by the other page.')

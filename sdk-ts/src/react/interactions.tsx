@@ -252,11 +252,15 @@ function ElicitationDialog({ pending, elicitation, onAnswer }: { pending: Pendin
         <p>
           <code aria-label="Address">{elicitation.url}</code>
         </p>
-        <p>
-          <a href={elicitation.url} target="_blank" rel="noopener noreferrer">
-            Open the address
-          </a>
-        </p>
+        {webAddress(elicitation.url) ? (
+          <p>
+            <a href={elicitation.url} target="_blank" rel="noopener noreferrer">
+              Open the address
+            </a>
+          </p>
+        ) : (
+          <p className="zd-error">Not an http(s) address: it is not offered as a link.</p>
+        )}
         {error && <p className="zd-error">{error}</p>}
         <div className="zd-actions">
           <button type="button" className="zd-button zd-primary" disabled={busy} onClick={() => answer({ action: 'accept' })}>
@@ -443,4 +447,14 @@ export function HostInteractions(props: HostInteractionsProps): ReactNode {
       )}
     </div>
   )
+}
+
+/** Whether url is an http(s) address (the only kind an elicitation's link opens). */
+function webAddress(url: string | undefined): boolean {
+  try {
+    const u = new URL(url ?? '')
+    return u.protocol === 'https:' || u.protocol === 'http:'
+  } catch {
+    return false
+  }
 }
