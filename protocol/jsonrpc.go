@@ -61,6 +61,12 @@ import (
 // Deeper frames are answered with -32600 and id null.
 const MaxDepth = 64
 
+// MaxBatch is the most members a batch array may hold. [DecodeFrame] stops at the first member
+// past it and answers the whole frame with one -32600 (id null), so none of it runs: every
+// member's answer must fit, with the others', in one message, and a frame of a million tiny
+// members (`[1,1,…]`) would otherwise cost a million answers.
+const MaxBatch = 1000
+
 // Standard JSON-RPC 2.0 codes used by the framing layer. The exported names live in the
 // generated errors_gen.go.
 const (
@@ -74,6 +80,7 @@ const (
 	msgParse       = "Parse error: the frame must hold exactly one JSON value (RFC 8259)."
 	msgDepth       = "Invalid Request: nesting deeper than 64 levels"
 	msgEmptyBatch  = "Invalid Request: an empty batch is not a request."
+	msgBatchSize   = "Invalid Request: a batch holds at most 1000 requests; send fewer per batch."
 	msgNotObject   = `Invalid Request: a request must be a JSON object with "jsonrpc":"2.0" and a string "method".`
 	msgJSONRPC     = `Invalid Request: "jsonrpc" must be the string "2.0".`
 	msgMethod      = `Invalid Request: "method" must be a string.`
@@ -178,6 +185,9 @@ func (s *scanner) batch() Frame {
 	} else {
 		for {
 			s.ws()
+			if len(scans) == MaxBatch {
+				return Frame{Items: []Item{{Err: &Error{Code: codeInvalidRequest, Message: msgBatchSize}, ErrID: nullID()}}}
+			}
 			scans = append(scans, reqScan{})
 			if !s.element(1, &scans[len(scans)-1]) {
 				return s.failedFrame()

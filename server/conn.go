@@ -286,7 +286,13 @@ func (c *conn) handleFrame(data []byte) bool {
 				add(it.Req.ID, resp)
 			}
 		}
-		if b := protocol.EncodeBatch(out); b != nil {
+		b := protocol.EncodeBatch(out)
+		if int64(len(b)) > limit {
+			// Even the -32012 answers of the members past the limit do not fit (many members,
+			// long ids): one error object says so, and nothing over the limit is sent.
+			b = protocol.EncodeError(protocol.ID("null"), protocol.NewResponseTooLargeError(fmt.Sprintf("The batch's answers exceed the %d-byte message limit, even as errors; send fewer requests per batch.", limit)))
+		}
+		if b != nil {
 			c.send(b)
 		}
 	})

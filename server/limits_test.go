@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/zidane-server/zidane/protocol"
 )
 
 // TestResponseTooLarge: an answer over the message limit is -32012, and the client can ask again
@@ -56,4 +58,42 @@ func TestOversizedEventIsReplaced(t *testing.T) {
 	other.result("$/ping", `{}`) // the other client was not disturbed
 	page := c.result("sessions.loadEvents", fmt.Sprintf(`{"sessionId":%q}`, sid))
 	require.NotEmpty(t, page["events"])
+}
+
+// TestBatchAnswerStaysWithinLimit (a break-it report): a batch of many invalid members, `[1,1,…]`,
+// used to be answered past the message limit (2 MB of 1s: a 155 MB answer and 700 MB of memory),
+// because the -32012 answers that replace members past the limit were themselves kept and sent.
+// Now no batch answer exceeds MaxMessageBytes, a batch of more than protocol.MaxBatch members is
+// refused whole with one -32600 before anything of it runs, and other clients are not disturbed.
+func TestBatchAnswerStaysWithinLimit(t *testing.T) {
+	const limit = 8 << 10
+	e := newEnv(t, func(c *Config) { c.Limits.MaxMessageBytes = limit })
+	c := e.dial()
+	other := e.dial()
+	c.hello()
+	other.hello()
+
+	// 1000 members: within MaxBatch, but their answers (~130 bytes each) need far more than 8 KiB.
+	c.send("[" + strings.TrimSuffix(strings.Repeat("1,", 1000), ",") + "]")
+	f := c.next()
+	require.LessOrEqual(t, len(f), limit, "the batch's answer fits one message")
+	if f[0] == '[' {
+		a := decodeArr(t, f)
+		requireError(t, a[0], -32600, "null")
+		requireError(t, a[len(a)-1], -32012, "null")
+	} else {
+		requireError(t, decodeObj(t, f), -32012, "null")
+	}
+
+	// More than MaxBatch members: one error object, nothing of it runs.
+	e2 := newEnvOn(t, e) // the default message limit: the frame is over 8 KiB
+	c2 := e2.dial()
+	c2.hello()
+	c2.send("[" + strings.TrimSuffix(strings.Repeat(`{"jsonrpc":"2.0","id":1,"method":"$/ping"},`, protocol.MaxBatch+1), ",") + "]")
+	m := decodeObj(t, c2.next())
+	requireError(t, m, -32600, "null")
+	assert.Contains(t, m["error"].(map[string]any)["message"], fmt.Sprintf("at most %d requests", protocol.MaxBatch))
+
+	other.result("$/ping", `{}`)
+	c.result("$/ping", `{}`)
 }
