@@ -43,6 +43,11 @@ const envConformanceClient = "ZIDANE_CONFORMANCE_CLIENT"
 // scenarios keep their tokens in the test's database, sealed as the server seals them).
 const envConformanceKeyDir = "ZIDANE_CONFORMANCE_KEY_DIR"
 
+// conformanceServer is the client under test's name for its scenario's server: one per process,
+// since the suite runs scenarios at once on one credential store and a scenario's stored client
+// secret or tokens must not be another's.
+var conformanceServer = fmt.Sprintf("conformance-%d", os.Getpid())
+
 // conformanceVersions are the protocol revisions the suite is run for.
 var conformanceVersions = []string{"2026-07-28", "2025-11-25"}
 
@@ -86,7 +91,7 @@ func runConformanceScenario(scenario, url, version string) error {
 	}
 	m := mcp.NewManager(opts)
 	defer m.Close()
-	srv := mcp.Server{Name: "conformance", Config: mcp.Config{Type: "http", URL: url}, Origin: mcp.OriginUser}
+	srv := mcp.Server{Name: conformanceServer, Config: mcp.Config{Type: "http", URL: url}, Origin: mcp.OriginUser}
 	p := m.Proc(srv, mcp.Use{})
 	tools, err := p.Tools(ctx)
 	// (The connect error carries the handler's words, not its error value.)
@@ -149,7 +154,7 @@ func runConformanceScenario(scenario, url, version string) error {
 }
 
 // conformanceOAuth is server/oauth's Manager over a credential store in $DATABASE_URL (the test's
-// database), resolving the one server "conformance" at url.
+// database), resolving the one server conformanceServer at url.
 func conformanceOAuth(ctx context.Context, url string) (*oauth.Manager, error) {
 	db, err := store.Open(ctx, os.Getenv("DATABASE_URL"), store.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
@@ -163,8 +168,23 @@ func conformanceOAuth(ctx context.Context, url string) (*oauth.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
+	srv := oauth.Server{URL: url}
+	// A scenario that hands out a pre-registered client (auth/pre-registration's client_id and
+	// client_secret): the person configures it as an admin's mcp.upsert does, the client id in
+	// the server's config and the secret in the credential store.
+	var pre struct {
+		ClientID     string `json:"client_id"`
+		ClientSecret string `json:"client_secret"`
+	}
+	_ = json.Unmarshal([]byte(os.Getenv("MCP_CONFORMANCE_CONTEXT")), &pre)
+	if pre.ClientID != "" {
+		srv.ClientID = pre.ClientID
+		if err := creds.PutClientSecret(ctx, conformanceServer, pre.ClientSecret); err != nil {
+			return nil, err
+		}
+	}
 	return oauth.New(oauth.Config{Creds: creds, Resolve: func(context.Context, string) (oauth.Server, error) {
-		return oauth.Server{URL: url}, nil
+		return srv, nil
 	}})
 }
 
@@ -172,7 +192,7 @@ func conformanceOAuth(ctx context.Context, url string) (*oauth.Manager, error) {
 // following its redirect, and Complete with the address it redirected to.
 func conformanceSignIn(ctx context.Context, om *oauth.Manager) error {
 	owner := new(int)
-	b, err := om.Begin(ctx, owner, "conformance", "")
+	b, err := om.Begin(ctx, owner, conformanceServer, "")
 	if err != nil {
 		return err
 	}
