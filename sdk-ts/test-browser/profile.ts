@@ -7,7 +7,7 @@ import { benchScripts, launchBrowser, scrollTranscriptToTop, startServer, stream
 type Node = { id: number; callFrame: { functionName: string; url: string; lineNumber: number }; hitCount?: number }
 
 async function main(): Promise<void> {
-  const { server, db } = await startServer([], benchScripts)
+  const { server, db } = await startServer(['--max-output-tokens', '200000'], benchScripts)
   const browser = await launchBrowser()
   try {
     const context = await browser.newContext({ viewport: { width: 1100, height: 760 } })

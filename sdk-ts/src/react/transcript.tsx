@@ -5,7 +5,7 @@
 // are collapsible rows holding their results, file edits show as diffs. A subagent's child session
 // shows under its task call (children.tsx), each prompt has a turn menu (turn-menu.tsx), a
 // compaction is a marked block, and focusTurnId scrolls to a turn (a search result's).
-import { useVirtualizer } from '@tanstack/react-virtual'
+import { measureElement as measureRowElement, useVirtualizer, type Virtualizer } from '@tanstack/react-virtual'
 import { createContext, memo, useCallback, useContext, useEffect, useLayoutEffect, useMemo, useRef, useState, type ReactNode } from 'react'
 import type { HistoryRollbackResult, Session, StreamEvent, ToolEvent, ToolResultEvent } from '../protocol.js'
 import { ChildSessionRow, matchTaskChildren, useChildSessions } from './children.js'
@@ -91,7 +91,7 @@ const ToolRow = memo(function ToolRow({ event, result }: { event: ToolEvent; res
   )
 })
 
-/** One transcript row. */
+/** One transcript row; re-rendered only when its event (or its tool result) changes, not when the row list is rebuilt. */
 export const TranscriptItem = memo(function TranscriptItem({ row }: { row: TranscriptRow }): ReactNode {
   const e = row.event
   switch (e.kind) {
@@ -153,7 +153,119 @@ export const TranscriptItem = memo(function TranscriptItem({ row }: { row: Trans
     default:
       return null
   }
-})
+}, (a, b) => a.row.event === b.row.event && a.row.result === b.row.result)
+
+/** The font metrics row estimates are made from: line height and font size in px, characters per line. */
+type RowMetrics = { line: number; font: number; cpl: number }
+
+/** Wrapped lines of a text at cpl characters a line (counted up to 400). */
+function textLines(text: string, cpl: number): number {
+  let n = 0
+  let pos = 0
+  for (;;) {
+    const nl = text.indexOf('\n', pos)
+    n += Math.max(1, Math.ceil(((nl < 0 ? text.length : nl) - pos) / cpl))
+    if (nl < 0 || n >= 400) return n
+    pos = nl + 1
+  }
+}
+
+/**
+ * A row's size class (rows of one class are drawn the same height: a collapsed thinking, tool or
+ * compaction row; a text row of n lines) and its text's line count. A class is undefined where a row's
+ * height depends on more than that (attachments, long texts), which are estimated from their kind's one-line class.
+ */
+function sizeClass(row: TranscriptRow, m: RowMetrics): { kind: string; cls: string | undefined; lines: number } {
+  const e = row.event
+  let text: string
+  switch (e.kind) {
+    case 'thinking':
+    case 'tool':
+    case 'compaction':
+      return { kind: e.kind, cls: e.kind, lines: 1 }
+    case 'user-prompt':
+      if ((e.attachments && e.attachments.length > 0) || e.command !== undefined) return { kind: e.kind, cls: undefined, lines: textLines(e.text, m.cpl) }
+      text = e.text
+      break
+    case 'markdown':
+    case 'run-summary':
+    case 'tool-result':
+      text = e.text
+      break
+    case 'error':
+      text = e.message
+      break
+    default: {
+      const kind = (e as { kind: string }).kind
+      return { kind, cls: kind, lines: 1 }
+    }
+  }
+  const lines = textLines(text, m.cpl)
+  return { kind: e.kind, cls: lines <= 8 ? `${e.kind}:${lines}` : undefined, lines }
+}
+
+/** A row's height from the styles (before any row of its class was measured): padding, the lines, a kind's extra. */
+function styledEstimate(kind: string, lines: number, m: RowMetrics): number {
+  const pad = 0.8 * m.font
+  if (kind === 'markdown') return pad + 0.6 * m.font + lines * m.line
+  if (kind === 'user-prompt') return pad + 2 * m.line + lines * m.line
+  if (kind === 'run-summary') return pad + lines * 0.85 * m.line
+  return pad + lines * m.line
+}
+
+/**
+ * Row height estimates for the virtualizer: the first measured height of each size class, kept and
+ * used for every row of that class not measured yet, so the rows scrolled into view mostly measure
+ * what was estimated (no scroll correction, no second render for them). Keyed by event, so a list
+ * rebuilt while streaming keeps them.
+ */
+class RowSizes {
+  metrics: RowMetrics = { line: 22.5, font: 15, cpl: 90 }
+  private readonly learned = new Map<string, number>()
+  private classes = new WeakMap<StreamEvent, { kind: string; cls: string | undefined; lines: number }>()
+
+  classOf(row: TranscriptRow): { kind: string; cls: string | undefined; lines: number } {
+    let c = this.classes.get(row.event)
+    if (c === undefined) {
+      c = sizeClass(row, this.metrics)
+      this.classes.set(row.event, c)
+    }
+    return c
+  }
+
+  estimate(row: TranscriptRow | undefined, fallback: number | undefined): number {
+    if (row === undefined) return fallback ?? 80
+    const c = this.classOf(row)
+    const known = c.cls === undefined ? undefined : this.learned.get(c.cls)
+    if (known !== undefined) return known
+    const one = this.learned.get(`${c.kind}:1`)
+    if (one !== undefined) return one + (c.lines - 1) * this.metrics.line
+    return fallback ?? Math.round(styledEstimate(c.kind, c.lines, this.metrics))
+  }
+
+  /** Sets the metrics; true when they changed (the classes are then made again). */
+  setMetrics(m: RowMetrics): boolean {
+    const o = this.metrics
+    if (Math.abs(o.line - m.line) < 0.01 && Math.abs(o.font - m.font) < 0.01 && o.cpl === m.cpl) return false
+    this.metrics = m
+    this.classes = new WeakMap()
+    if (Math.abs(o.line - m.line) >= 0.01 || Math.abs(o.font - m.font) >= 0.01) this.learned.clear()
+    return true
+  }
+
+  /** Whether a height of the class was measured. */
+  knows(cls: string): boolean {
+    return this.learned.has(cls)
+  }
+
+  /** Keeps a measured height as its class's; true when the class had none (estimates changed). */
+  learn(row: TranscriptRow, size: number): boolean {
+    const c = this.classOf(row)
+    if (c.cls === undefined || this.learned.has(c.cls)) return false
+    this.learned.set(c.cls, size)
+    return true
+  }
+}
 
 /** Props of HostTranscript. */
 export interface HostTranscriptProps {
@@ -192,18 +304,83 @@ export function HostTranscript(props: HostTranscriptProps): ReactNode {
   const atBottom = useRef(true)
   const firstKey = useRef<number>(0)
   const prevHeight = useRef(0)
+  const rowsRef = useRef(rows)
+  rowsRef.current = rows
+  const sizes = useRef<RowSizes>(undefined as unknown as RowSizes)
+  if (sizes.current === undefined) sizes.current = new RowSizes()
+  const fixedHeight = props.estimateRowHeight
+  // Bumped when estimates change: the measurements are then laid out again (a new getItemKey), and
+  // anchorShift (what the estimates above the first row shown changed by) keeps that row in place.
+  const [estimates, setEstimates] = useState(0)
+  const anchorShift = useRef(0)
 
   useEffect(() => {
     void host.open(props.sessionId).catch(() => {})
   }, [host, props.sessionId])
 
+  const pageStart = page.start
+  // Stable between renders: a new getItemKey makes the virtualizer lay out every row again.
+  const getItemKey = useCallback((i: number) => pageStart + i, [pageStart, estimates])
+  const estimateSize = useCallback((i: number) => sizes.current.estimate(rowsRef.current[i], fixedHeight), [fixedHeight])
+  const measureElement = useCallback(
+    (el: Element, entry: ResizeObserverEntry | undefined, v: Virtualizer<HTMLDivElement, Element>) => {
+      const size = measureRowElement(el, entry, v)
+      const i = v.indexFromElement(el)
+      const row = rowsRef.current[i]
+      if (row !== undefined && fixedHeight === undefined) {
+        const rs = sizes.current
+        const cls = rs.classOf(row).cls
+        if (cls !== undefined && !rs.knows(cls) && !v.itemSizeCache.has(pageStart + i)) {
+          // Rows of this class above the first one shown, not measured yet: their estimates change.
+          const first = atBottom.current ? 0 : (v.range?.startIndex ?? 0)
+          const rs2 = rowsRef.current
+          const before: number[] = []
+          const idx: number[] = []
+          for (let j = 0; j < first && j < rs2.length; j++) {
+            if (j === i || v.itemSizeCache.has(pageStart + j) || rs.classOf(rs2[j]!).kind !== rs.classOf(row).kind) continue
+            idx.push(j)
+            before.push(rs.estimate(rs2[j], undefined))
+          }
+          if (rs.learn(row, size)) {
+            let shift = 0
+            idx.forEach((j, k) => (shift += rs.estimate(rs2[j], undefined) - before[k]!))
+            anchorShift.current += shift
+            setEstimates((n) => n + 1)
+          }
+        }
+      }
+      return size
+    },
+    [pageStart, fixedHeight],
+  )
+
   const virtualizer = useVirtualizer({
     count: rows.length,
     getScrollElement: () => scroller.current,
-    estimateSize: () => props.estimateRowHeight ?? 80,
+    estimateSize,
+    measureElement,
     overscan: 6,
-    getItemKey: (i) => page.start + i,
+    getItemKey,
   })
+
+  // The styles' metrics (font, line height, width) once the list is on the page.
+  useLayoutEffect(() => {
+    const el = scroller.current
+    if (!el) return
+    const cs = getComputedStyle(el)
+    const font = parseFloat(cs.fontSize) || 15
+    const line = cs.lineHeight === 'normal' ? font * 1.2 : parseFloat(cs.lineHeight) || font * 1.5
+    const width = el.clientWidth - (parseFloat(cs.paddingLeft) || 0) - (parseFloat(cs.paddingRight) || 0)
+    if (sizes.current.setMetrics({ font, line, cpl: Math.max(20, Math.floor(width / (font * 0.5))) })) setEstimates((n) => n + 1)
+  }, [])
+
+  // Estimates changed: keep the first row shown where it was (at the bottom, the follow below does).
+  useLayoutEffect(() => {
+    const el = scroller.current
+    const shift = anchorShift.current
+    anchorShift.current = 0
+    if (el && shift !== 0 && !atBottom.current) el.scrollTop += shift
+  }, [estimates])
 
   // Older rows prepended (page.start went down): keep what the reader looks at in place.
   useLayoutEffect(() => {
@@ -229,7 +406,7 @@ export function HostTranscript(props: HostTranscriptProps): ReactNode {
   }
 
   // A focused turn: scroll to its first row once it is there, once per turn.
-  const focusIndex = props.focusTurnId === undefined ? -1 : rows.findIndex((r) => turnOf(r.event) === props.focusTurnId)
+  const focusIndex = useMemo(() => (props.focusTurnId === undefined ? -1 : rows.findIndex((r) => turnOf(r.event) === props.focusTurnId)), [rows, props.focusTurnId])
   const focused = useRef<string | undefined>(undefined)
   useEffect(() => {
     if (focusIndex < 0 || focused.current === props.focusTurnId) return
