@@ -119,11 +119,11 @@ func (s *Server) rewriteMCPs(file, root, name string, entry json.RawMessage) (bo
 	servers := map[string]json.RawMessage{}
 	if len(old) > 0 {
 		if err := json.Unmarshal(old, &doc); err != nil {
-			return false, protocol.NewHandlerFailedError(fmt.Sprintf("%s is not valid JSON (%v); fix or remove it first, it is not overwritten.", file, err))
+			return false, protocol.NewHandlerFailedError(fmt.Sprintf("%s: %s; fix or remove it first, it is not overwritten.", file, protocol.DecodeErrorText("the file", err)))
 		}
 		if raw, ok := doc["mcpServers"]; ok {
 			if err := json.Unmarshal(raw, &servers); err != nil {
-				return false, protocol.NewHandlerFailedError(fmt.Sprintf("%s: mcpServers is not an object (%v); fix it first.", file, err))
+				return false, protocol.NewHandlerFailedError(fmt.Sprintf("%s: %s; fix it first.", file, protocol.DecodeErrorText("mcpServers", err)))
 			}
 		}
 	}

@@ -438,7 +438,7 @@ func (a *answerer) jsonLine(l string) {
 	dec := json.NewDecoder(strings.NewReader(l))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&in); err != nil {
-		bad("not an answer line (%v): send one JSON object per line, %s", err, answerShapes)
+		bad("not an answer line (%s): send one JSON object per line, %s", protocol.DecodeErrorText("the line", err), answerShapes)
 		return
 	}
 	if dec.More() {
@@ -492,7 +492,7 @@ func (a *answerer) jsonLine(l string) {
 		ad := json.NewDecoder(bytes.NewReader(in.Answer))
 		ad.DisallowUnknownFields()
 		if err := ad.Decode(&ans); err != nil {
-			bad("answer is not {\"choices\":[…],\"text\":\"…\"} or null: %v", err)
+			bad("answer is not {\"choices\":[…],\"text\":\"…\"} or null: %s", protocol.DecodeErrorText("answer", err))
 			return
 		}
 	}

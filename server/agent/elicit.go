@@ -144,7 +144,7 @@ func parseForm(raw json.RawMessage) (form, error) {
 		return f, nil
 	}
 	if err := json.Unmarshal(raw, &f); err != nil {
-		return f, fmt.Errorf("requestedSchema is not an elicitation form (an object of primitive fields): %v", err)
+		return f, fmt.Errorf("requestedSchema is not an elicitation form (an object of primitive fields): %s", protocol.DecodeErrorText("requestedSchema", err))
 	}
 	if f.Type != "" && f.Type != "object" {
 		return f, fmt.Errorf("requestedSchema must be of type object, got %q", f.Type)

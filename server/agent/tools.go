@@ -150,7 +150,7 @@ func (LookupTools) Run(_ context.Context, c ToolCall) ToolResult {
 		Query string `json:"query"`
 	}
 	if err := json.Unmarshal(c.Call.Arguments, &in); err != nil {
-		return ToolResult{Text: "lookup needs {\"query\": string}: " + err.Error(), IsError: true}
+		return ToolResult{Text: "lookup needs {\"query\": string}: " + protocol.DecodeErrorText("input", err), IsError: true}
 	}
 	return ToolResult{Text: scripted.Lookup(in.Query)}
 }

@@ -2,23 +2,19 @@ package sse
 
 import (
 	"encoding/json"
-	"errors"
-	"fmt"
 	"net/http"
 	"strconv"
 
 	"github.com/zidane-server/zidane/protocol"
 )
 
-// decodeBody reads a POST body into v (a generated body type); false: answered 400.
-func decodeBody(w http.ResponseWriter, body []byte, v any, what string) bool {
+// decodeBody reads a POST body into v (a generated body type); false: answered 400 saying what
+// is wrong and shape, the body the route takes.
+func decodeBody(w http.ResponseWriter, body []byte, v any, shape string) bool {
 	if err := json.Unmarshal(body, v); err != nil {
-		msg := "Bad Request: the body is not a " + what + " (a JSON object): " + err.Error()
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) && te.Field != "" {
-			msg = fmt.Sprintf("Bad Request: body/%s must be %s, not a JSON %s.", te.Field, te.Type.String(), te.Value)
-		}
-		refuse(w, http.StatusBadRequest, int(protocol.CodeInvalidParams), msg)
+		// In the protocol's words (the member, the JSON type it must be), never the Go type the
+		// body decodes into (protocol.SendBody: a break-it helper's report).
+		refuse(w, http.StatusBadRequest, int(protocol.CodeInvalidParams), "Bad Request: "+protocol.DecodeErrorText("body", err)+"; send "+shape+" (GET /zidane/sse/openapi.json describes each route's body).")
 		return false
 	}
 	return true
@@ -69,7 +65,7 @@ func (h *Handler) listSessions(w http.ResponseWriter, r *http.Request, c Caller)
 // names none, as the seed's security notes say).
 func (h *Handler) createSession(w http.ResponseWriter, r *http.Request, c Caller, body []byte) {
 	var b protocol.CreateSessionBody
-	if !decodeBody(w, body, &b, "CreateSessionBody") {
+	if !decodeBody(w, body, &b, `a JSON object: {} or {"title":"…"}`) {
 		return
 	}
 	res, ok := h.call(w, r, c, protocol.MethodSessionsCreate, &protocol.SessionsCreateParams{Title: b.Title})
@@ -113,7 +109,7 @@ func (h *Handler) hydrate(w http.ResponseWriter, r *http.Request, c Caller, sess
 // answered 400, before anything takes effect).
 func (h *Handler) send(w http.ResponseWriter, r *http.Request, c Caller, sessionID string, body []byte) {
 	var b protocol.SendBody
-	if !decodeBody(w, body, &b, "SendBody") {
+	if !decodeBody(w, body, &b, `a JSON object such as {"prompt":"…"} (or command and arguments; model and attachments optional)`) {
 		return
 	}
 	res, ok := h.call(w, r, c, protocol.MethodChatSend, &protocol.ChatSendParams{
@@ -128,7 +124,7 @@ func (h *Handler) send(w http.ResponseWriter, r *http.Request, c Caller, session
 // answer serves POST …/sessions/{id}/answer: approvals.answer or interactions.answer.
 func (h *Handler) answer(w http.ResponseWriter, r *http.Request, c Caller, sessionID string, body []byte) {
 	var b protocol.AnswerBody
-	if !decodeBody(w, body, &b, "AnswerBody") {
+	if !decodeBody(w, body, &b, `a JSON object: {"requestId":"…","approval":"allow"} or {"requestId":"…","question":{"choices":[…],"text":"…"}}`) {
 		return
 	}
 	var method string
@@ -143,7 +139,7 @@ func (h *Handler) answer(w http.ResponseWriter, r *http.Request, c Caller, sessi
 		}
 		method, params = protocol.MethodInteractionsAnswer, p
 	default:
-		refuse(w, http.StatusBadRequest, int(protocol.CodeInvalidParams), "Bad Request: an AnswerBody holds exactly one of approval (an approval:request) and question (an interaction:request).")
+		refuse(w, http.StatusBadRequest, int(protocol.CodeInvalidParams), "Bad Request: the body holds exactly one of approval (answering an approval:request) and question (answering an interaction:request).")
 		return
 	}
 	res, ok := h.call(w, r, c, method, params)
@@ -163,7 +159,7 @@ func (h *Handler) answer(w http.ResponseWriter, r *http.Request, c Caller, sessi
 // cancel serves POST …/sessions/{id}/cancel (chat.cancel).
 func (h *Handler) cancel(w http.ResponseWriter, r *http.Request, c Caller, sessionID string, body []byte) {
 	var b protocol.CancelBody
-	if !decodeBody(w, body, &b, "CancelBody") {
+	if !decodeBody(w, body, &b, `a JSON object: {} or {"runId":"…"}`) {
 		return
 	}
 	res, ok := h.call(w, r, c, protocol.MethodChatCancel, &protocol.ChatCancelParams{SessionID: sessionID, RunID: b.RunID})

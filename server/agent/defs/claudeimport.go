@@ -126,7 +126,7 @@ func planMCP(home string) []ImportItem {
 		MCPServers map[string]map[string]json.RawMessage `json:"mcpServers"`
 	}
 	if err := json.Unmarshal(b, &doc); err != nil {
-		return []ImportItem{{Kind: ImportMCP, From: from, Action: ActionSkip, Reason: "not JSON: " + err.Error()}}
+		return []ImportItem{{Kind: ImportMCP, From: from, Action: ActionSkip, Reason: protocol.DecodeErrorText("the file", err)}}
 	}
 	to := filepath.Join(home, ".zidane", "mcps.json")
 	have := map[string]bool{}
@@ -285,7 +285,7 @@ func addMCPs(path string, items []*ImportItem) error {
 	servers := map[string]json.RawMessage{}
 	if b, err := os.ReadFile(path); err == nil {
 		if err := json.Unmarshal(b, &doc); err != nil {
-			return fmt.Errorf("%s is not JSON (%v); fix it first", path, err)
+			return fmt.Errorf("%s: %s; fix it first", path, protocol.DecodeErrorText("the file", err))
 		}
 		if raw, ok := doc["mcpServers"]; ok {
 			if err := json.Unmarshal(raw, &servers); err != nil {

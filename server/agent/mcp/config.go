@@ -181,7 +181,7 @@ func LoadFile(path string) (map[string]Config, map[string]map[string]bool, []Con
 func ParseFile(path string, b []byte) (map[string]Config, map[string]map[string]bool, []ConfigError) {
 	var f File
 	if err := json.Unmarshal(b, &f); err != nil {
-		return nil, nil, []ConfigError{{File: path, Msg: "not valid JSON (" + err.Error() + "); no server of this file runs until it is fixed"}}
+		return nil, nil, []ConfigError{{File: path, Msg: protocol.DecodeErrorText("the file", err) + "; no server of this file runs until it is fixed"}}
 	}
 	out := map[string]Config{}
 	fields := map[string]map[string]bool{}
@@ -191,7 +191,7 @@ func ParseFile(path string, b []byte) (map[string]Config, map[string]map[string]
 		var c Config
 		dec := json.NewDecoder(bytes.NewReader(raw))
 		if err := dec.Decode(&c); err != nil {
-			errs = append(errs, ConfigError{File: path, Server: name, Msg: "not a valid entry (" + err.Error() + "); ignored"})
+			errs = append(errs, ConfigError{File: path, Server: name, Msg: "not a valid entry (" + protocol.DecodeErrorText("the entry", err) + "); ignored"})
 			continue
 		}
 		var m map[string]json.RawMessage

@@ -56,7 +56,7 @@ func (MCPTool) Kind() Kind { return KindMCP }
 func (t MCPTool) Check(_ context.Context, _ *Env, input json.RawMessage) (*Call, error) {
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal(input, &obj); err != nil {
-		return nil, failf("%s: the input must be a JSON object for the tool's schema (%v).", t.Name(), err)
+		return nil, failf("%s: the input must be a JSON object for the tool's schema (%s).", t.Name(), protocol.DecodeErrorText("input", err))
 	}
 	srv := t.Proc.Server()
 	sum := fmt.Sprintf("MCP %s: %s", srv.Name, t.Tool.Name)

@@ -291,7 +291,7 @@ func decode(name string, input json.RawMessage, v any) error {
 		input = json.RawMessage("{}")
 	}
 	if err := json.Unmarshal(input, v); err != nil {
-		return failf("%s: the input is not valid for its schema (%v); send a JSON object with the documented fields.", name, err)
+		return failf("%s: the input is not valid for its schema (%s); send a JSON object with the documented fields.", name, protocol.DecodeErrorText("input", err))
 	}
 	return nil
 }

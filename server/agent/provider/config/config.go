@@ -45,6 +45,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/zidane-server/zidane/protocol"
 	"github.com/zidane-server/zidane/server/agent/provider"
 	"github.com/zidane-server/zidane/server/agent/provider/anthropic"
 	"github.com/zidane-server/zidane/server/agent/provider/openai"
@@ -214,7 +215,7 @@ func Parse(b []byte, path string) (*File, error) {
 	dec.DisallowUnknownFields()
 	var f File
 	if err := dec.Decode(&f); err != nil {
-		return nil, fmt.Errorf("config %s%s: %w", path, lineCol(b, err), err)
+		return nil, fmt.Errorf("config %s%s: %s", path, lineCol(b, err), protocol.DecodeErrorText("the file", err))
 	}
 	if err := f.Limits.check(); err != nil {
 		return nil, fmt.Errorf("config %s: %w", path, err)
