@@ -555,3 +555,40 @@ func TestGitDataOutsideTheRoots(t *testing.T) {
 	resp, _ := mediaGet(t, e.hs, mq(ticket, alt, "s.png", "side=old"), nil)
 	require.Equal(t, 404, resp.StatusCode)
 }
+
+// TestSharedStateFitsOneAnswer (a break-it report): prefs allowed 500 keys of 64 KiB each, 32 MiB
+// in all, so one chat token storing 300 values of 60 KB made prefs.get answer -32012 ("ask for
+// less") to every client from then on, across restarts. Now a prefs or sidebar write that would
+// take its namespace past 4 MiB in all is refused (HandlerFailed saying to remove some), and the
+// get still answers.
+func TestSharedStateFitsOneAnswer(t *testing.T) {
+	e := newEnv(t, nil)
+	a, b := e.dial(), e.dial()
+	a.hello()
+	b.hello()
+	val := mustJSON(strings.Repeat("x", 60000))
+	refused := -1
+	for i := 0; i < 100; i++ {
+		m := a.call("prefs.set", fmt.Sprintf(`{"key":"k%d","value":%s}`, i, val))
+		if errCode(m) != 0 {
+			require.Equal(t, -32014, errCode(m), "answer: %v", m)
+			require.Contains(t, m["error"].(map[string]any)["message"], "remove some first")
+			refused = i
+			break
+		}
+	}
+	require.Equal(t, 69, refused, "the 70th value of 60 KB passes 4 MiB")
+	require.Len(t, b.result("prefs.get", `{}`)["prefs"], 69)
+	a.result("prefs.set", `{"key":"k0","value":null}`) // removing one makes room again
+	a.result("prefs.set", `{"key":"again","value":`+val+`}`)
+
+	for i := 0; ; i++ {
+		m := a.call("sidebar.setView", fmt.Sprintf(`{"space":"s%d","view":{"v":%s}}`, i, val))
+		if errCode(m) != 0 {
+			require.Equal(t, -32014, errCode(m), "answer: %v", m)
+			require.Equal(t, 69, i)
+			break
+		}
+	}
+	require.Len(t, b.result("sidebar.getViews", `{}`)["views"], 69)
+}

@@ -38,9 +38,12 @@ func (h *handlers) Sidebar() protocol.SidebarHandler { return sidebarHandler{h.s
 
 // Bounds of the shared state (the schema's descriptions say them too).
 const (
-	maxPrefs       = 500
-	maxSpaces      = 200
-	maxStateValue  = 64 << 10
+	maxPrefs      = 500
+	maxSpaces     = 200
+	maxStateValue = 64 << 10
+	// maxStateBytes bounds the prefs, and the sidebar views, in all (keys and values): one
+	// prefs.get or sidebar.getViews answer carries them all, so they must fit one message.
+	maxStateBytes  = 4 << 20
 	draftsCoalesce = 250 * time.Millisecond
 )
 
@@ -242,7 +245,7 @@ func (h settingsHandler) Set(ctx context.Context, p *protocol.SettingsSetParams)
 	if len(kv) == 0 {
 		return h.s.loadSettings(ctx) // nothing to change, nothing to announce
 	}
-	if err := h.s.store.SetState(ctx, nsSettings, kv, 0); err != nil {
+	if err := h.s.store.SetState(ctx, nsSettings, kv, 0, 0); err != nil {
 		return nil, storeErr(err, "params/settings")
 	}
 	out, err := h.s.loadSettings(ctx)
@@ -262,6 +265,9 @@ func checkValue(v json.RawMessage, member string) error {
 }
 
 func limitErr(err error, what, member string) error {
+	if errors.Is(err, store.ErrLimitBytes) {
+		return protocol.NewHandlerFailedError(fmt.Sprintf("The server keeps at most %d MiB of these in all, so that one answer carries them; remove some first (a null value removes one).", maxStateBytes>>20))
+	}
 	if errors.Is(err, store.ErrLimit) {
 		return protocol.NewHandlerFailedError(fmt.Sprintf("The server keeps at most %s; remove one first.", what))
 	}
@@ -301,7 +307,7 @@ func (h prefsHandler) Set(ctx context.Context, p *protocol.PrefsSetParams) (*pro
 	if isNull(v) {
 		v = nil
 	}
-	if err := h.s.store.SetState(ctx, nsPrefs, map[string]json.RawMessage{p.Key: v}, maxPrefs); err != nil {
+	if err := h.s.store.SetState(ctx, nsPrefs, map[string]json.RawMessage{p.Key: v}, maxPrefs, maxStateBytes); err != nil {
 		return nil, limitErr(err, fmt.Sprintf("%d prefs", maxPrefs), "key")
 	}
 	sig := &protocol.PrefsChangedSignal{Key: p.Key, Value: v}
@@ -350,7 +356,7 @@ func (h sidebarHandler) SetView(ctx context.Context, p *protocol.SidebarSetViewP
 	if isNull(v) {
 		v = nil
 	}
-	if err := h.s.store.SetState(ctx, nsSidebarView, map[string]json.RawMessage{p.Space: v}, maxSpaces); err != nil {
+	if err := h.s.store.SetState(ctx, nsSidebarView, map[string]json.RawMessage{p.Space: v}, maxSpaces, maxStateBytes); err != nil {
 		return nil, limitErr(err, fmt.Sprintf("%d sidebar spaces (a null view removes one)", maxSpaces), "space")
 	}
 	space := p.Space
@@ -364,7 +370,7 @@ func (h sidebarHandler) SetSpace(ctx context.Context, p *protocol.SidebarSetSpac
 		return nil, err
 	}
 	v, _ := protocol.Marshal(p.Space)
-	if err := h.s.store.SetState(ctx, nsSidebarSpace, map[string]json.RawMessage{"current": v}, 0); err != nil {
+	if err := h.s.store.SetState(ctx, nsSidebarSpace, map[string]json.RawMessage{"current": v}, 0, 0); err != nil {
 		return nil, storeErr(err, "params/space")
 	}
 	space := p.Space

@@ -108,8 +108,10 @@ func (s *Store) State(ctx context.Context, ns string) (map[string]json.RawMessag
 
 // SetState sets (or, with a nil value, deletes) keys of a namespace in one transaction. value must
 // be valid JSON; key must be valid UTF-8 without NUL (ErrInvalidText). With max > 0, a new key that
-// would make the namespace hold more than max keys is refused with ErrLimit and nothing is written.
-func (s *Store) SetState(ctx context.Context, ns string, kv map[string]json.RawMessage, max int) error {
+// would make the namespace hold more than max keys is refused with ErrLimit and nothing is written;
+// with maxBytes > 0, a write that leaves the namespace's values longer than maxBytes bytes in all is
+// refused with ErrLimitBytes (so one answer can carry the whole namespace).
+func (s *Store) SetState(ctx context.Context, ns string, kv map[string]json.RawMessage, max, maxBytes int) error {
 	for k := range kv {
 		if err := checkText("key", k); err != nil {
 			return fmt.Errorf("set state: %w", err)
@@ -145,6 +147,15 @@ func (s *Store) SetState(ctx context.Context, ns string, kv map[string]json.RawM
 			}
 			if n > max {
 				return fmt.Errorf("%w: %s holds at most %d keys", ErrLimit, ns, max)
+			}
+		}
+		if maxBytes > 0 {
+			var n int64
+			if err := tx.QueryRow(ctx, `SELECT coalesce(sum(octet_length(key) + octet_length(value)), 0) FROM client_state WHERE ns = $1`, ns).Scan(&n); err != nil {
+				return err
+			}
+			if n > int64(maxBytes) {
+				return fmt.Errorf("%w: %s holds at most %d bytes", ErrLimitBytes, ns, maxBytes)
 			}
 		}
 		return tx.Commit(ctx)

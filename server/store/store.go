@@ -50,6 +50,9 @@ var (
 	ErrPairingUsed = errors.New("store: pairing code already used")
 	// ErrLimit: a write would pass a count limit (SetState's max); nothing was written.
 	ErrLimit = errors.New("store: limit reached")
+	// ErrLimitBytes: a write would make a namespace's values pass SetState's maxBytes in all
+	// (it wraps ErrLimit); nothing was written.
+	ErrLimitBytes = fmt.Errorf("%w: too many bytes", ErrLimit)
 	// ErrInvalidScope: a token scope other than chat, admin or machine.
 	ErrInvalidScope = errors.New("store: invalid token scope")
 	// ErrInvalidText: a string for a TEXT column is not valid UTF-8 or
