@@ -164,6 +164,38 @@ type Manager struct {
 	byState map[string]*flow // by state, until the state is used
 
 	refreshMu sync.Map // server name -> *sync.Mutex: one refresh at a time per server
+
+	// challenged holds, by server name, the scopes its 401 and 403 answers asked for (the
+	// WWW-Authenticate Bearer scope), accumulated: the next sign-in asks for them (MCP
+	// 2025-11-25 scope selection; a step-up keeps the scopes asked before, SEP-2350).
+	challenged map[string][]string
+}
+
+// challenge records the scopes of a WWW-Authenticate header of server's resource.
+func (m *Manager) challenge(server string, h http.Header) {
+	cs, err := oauthex.ParseWWWAuthenticate(h.Values("WWW-Authenticate"))
+	if err != nil {
+		return
+	}
+	for _, c := range cs {
+		if c.Scheme != "bearer" || c.Params["scope"] == "" {
+			continue
+		}
+		m.mu.Lock()
+		for _, sc := range strings.Fields(c.Params["scope"]) {
+			if !contains(m.challenged[server], sc) {
+				m.challenged[server] = append(m.challenged[server], sc)
+			}
+		}
+		m.mu.Unlock()
+	}
+}
+
+// challengedScopes returns the scopes server's resource asked for so far (nil for none).
+func (m *Manager) challengedScopes(server string) []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]string(nil), m.challenged[server]...)
 }
 
 // flow is one sign-in in progress.
@@ -207,7 +239,7 @@ func New(cfg Config) (*Manager, error) {
 		cfg.MaxFlowsPerOwner = DefaultMaxFlows
 	}
 	cfg.PublicURL = strings.TrimRight(cfg.PublicURL, "/")
-	return &Manager{cfg: cfg, flows: map[string]*flow{}, byState: map[string]*flow{}}, nil
+	return &Manager{cfg: cfg, flows: map[string]*flow{}, byState: map[string]*flow{}, challenged: map[string][]string{}}, nil
 }
 
 // cimdURL is the Client ID Metadata Document's address, "" without an https public URL.
@@ -268,7 +300,12 @@ func (m *Manager) Begin(ctx context.Context, owner any, server, redirectURI stri
 	if err != nil {
 		return BeginResult{}, err
 	}
+	// The scopes: the config's, else those the resource's 401/403 asked for, else all its
+	// metadata names (MCP 2025-11-25 scope selection strategy).
 	scopes := srv.Scopes
+	if len(scopes) == 0 {
+		scopes = m.challengedScopes(server)
+	}
 	if len(scopes) == 0 {
 		scopes = prm.ScopesSupported
 	}

@@ -205,8 +205,9 @@ func (m *Manager) Transport(server string, base http.RoundTripper) http.RoundTri
 
 // Handler returns an auth.OAuthHandler for the go-sdk's mcp.StreamableClientTransport
 // (OAuthHandler field): its TokenSource is TokenSource(server) when a token is stored (nil, so
-// no header, before), and Authorize, called on a 401 or 403, answers ErrSignInRequired: a sign-in
-// needs the user, through auth.oauth.begin.
+// no header, before), and Authorize, called on a 401 or 403, notes the scopes its
+// WWW-Authenticate asks for (the next Begin asks for them) and answers ErrSignInRequired: a
+// sign-in needs the user, through auth.oauth.begin.
 func (m *Manager) Handler(server string) auth.OAuthHandler { return &handler{m: m, server: server} }
 
 type handler struct {
@@ -224,6 +225,9 @@ func (h *handler) TokenSource(ctx context.Context) (oauth2.TokenSource, error) {
 }
 
 func (h *handler) Authorize(ctx context.Context, _ *http.Request, resp *http.Response) error {
+	if resp != nil {
+		h.m.challenge(h.server, resp.Header)
+	}
 	if resp != nil && resp.Body != nil {
 		io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
 		resp.Body.Close()

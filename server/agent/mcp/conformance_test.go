@@ -137,7 +137,16 @@ func runConformanceScenario(scenario, url, version string) error {
 		}
 	}
 	for _, c := range calls {
-		if _, err := p.CallTool(ctx, c.Name, c.Arguments); err != nil {
+		_, err := p.CallTool(ctx, c.Name, c.Arguments)
+		if err != nil && om != nil && strings.Contains(err.Error(), oauth.ErrSignInRequired.Error()) {
+			// A step-up (a 403 asking for more scopes): the person signs in again, as the
+			// catalog's Sign in does, and the call is made again.
+			if err := conformanceSignIn(ctx, om); err != nil {
+				return fmt.Errorf("sign-in again: %w", err)
+			}
+			_, err = p.CallTool(ctx, c.Name, c.Arguments)
+		}
+		if err != nil {
 			fmt.Fprintf(os.Stderr, "conformance client: tools/call %s: %v\n", c.Name, err)
 		}
 	}
