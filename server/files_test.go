@@ -207,6 +207,45 @@ func TestFilesResolvePaths(t *testing.T) {
 	}, r["paths"])
 }
 
+// files.read answers the start of a text file inside the roots (a file viewer's), bounded and cut
+// at a character boundary; a binary file answers no text; a file outside the roots (a link leading
+// out, a ../ name), a folder or a missing file is refused with a message saying what to pass.
+func TestFilesRead(t *testing.T) {
+	root, outside := realDir(t), realDir(t)
+	require.NoError(t, os.MkdirAll(filepath.Join(root, "src"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(root, "src", "main.go"), []byte("package main\n\nfunc main() {}\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(root, "été.txt"), []byte(strings.Repeat("é", 10)), 0o644)) // 20 bytes
+	require.NoError(t, os.WriteFile(filepath.Join(root, "dot.png"), pngBytes(t), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(outside, "secret.txt"), []byte("secret"), 0o644))
+	require.NoError(t, os.Symlink(filepath.Join(outside, "secret.txt"), filepath.Join(root, "link.txt")))
+	_, c := filesEnv(t, root, nil)
+	read := func(params string) map[string]any { return c.result("files.read", params) }
+
+	r := read(fmt.Sprintf(`{"cwd":%q,"path":"src/main.go"}`, root))
+	require.Equal(t, map[string]any{"path": filepath.Join(root, "src", "main.go"), "size": json.Number("29"), "text": "package main\n\nfunc main() {}\n", "truncated": false}, r)
+	r = read(fmt.Sprintf(`{"cwd":"","path":%q}`, filepath.Join(root, "src", "main.go")))
+	require.Equal(t, "package main\n\nfunc main() {}\n", r["text"], "an absolute path inside the roots, cwd the first root")
+
+	// Bounded: 9 bytes of a 2-byte character cut back to 8, and said to be cut.
+	r = read(fmt.Sprintf(`{"cwd":%q,"path":"été.txt","maxBytes":9}`, root))
+	require.Equal(t, strings.Repeat("é", 4), r["text"])
+	require.Equal(t, true, r["truncated"])
+	require.Equal(t, json.Number("20"), r["size"])
+
+	r = read(fmt.Sprintf(`{"cwd":%q,"path":"dot.png"}`, root))
+	require.Equal(t, true, r["binary"])
+	require.Equal(t, "", r["text"])
+
+	for _, bad := range []string{"link.txt", "../" + filepath.Base(outside) + "/secret.txt", filepath.Join(outside, "secret.txt"), "src", "missing.txt"} {
+		m := c.call("files.read", fmt.Sprintf(`{"cwd":%q,"path":%q}`, root, bad))
+		require.Equal(t, -32014, errCode(m), bad)
+		require.NotContains(t, errMsg(m), "secret\"", bad)
+		require.Contains(t, errMsg(m), "files.resolvePaths", bad)
+	}
+	m := c.call("files.read", fmt.Sprintf(`{"cwd":%q,"path":"src/main.go","maxBytes":2000000}`, root))
+	require.Equal(t, -32602, errCode(m), "maxBytes over the bound")
+}
+
 // ---------------------------------------------------------------------------------------------
 // Media over HTTP
 

@@ -1,13 +1,17 @@
 package server
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/zidane-server/zidane/protocol"
 	"github.com/zidane-server/zidane/server/workspace"
@@ -254,4 +258,73 @@ func (h filesHandler) MediaTicket(ctx context.Context, p *protocol.FilesMediaTic
 		return nil, err
 	}
 	return &protocol.FilesMediaTicketResult{}, nil
+}
+
+// files.read bounds (schema/files.json): the default and the most bytes one answer carries.
+const (
+	readDefaultBytes = 256 << 10
+	readMaxBytes     = 1 << 20
+)
+
+// Read implements files.read: the start of a text file inside the roots, for a file viewer. The
+// file is opened through the workspace's one confinement point; a binary file answers no text.
+func (h filesHandler) Read(ctx context.Context, p *protocol.FilesReadParams) (*protocol.FilesReadResult, error) {
+	_, dir, err := h.s.resolveCwd(p.Cwd)
+	if err != nil {
+		return nil, err
+	}
+	limit := readDefaultBytes
+	if p.MaxBytes != nil {
+		limit = min(max(*p.MaxBytes, 1), readMaxBytes)
+	}
+	f, rp, err := h.s.ws.Open(dir, p.Path)
+	if err != nil {
+		if workspace.IsOutside(err) {
+			return nil, protocol.NewHandlerFailedError(fmt.Sprintf("%q is not a file inside the workspace roots (%s); pass a path files.resolvePaths answered.", p.Path, strings.Join(h.s.ws.Roots(), ", ")))
+		}
+		return nil, protocol.NewHandlerFailedError(fmt.Sprintf("%q cannot be read: %v; pass a file files.resolvePaths answered.", p.Path, err))
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, protocol.NewHandlerFailedError(fmt.Sprintf("%q cannot be read: %v.", p.Path, err))
+	}
+	buf := make([]byte, min(int64(limit)+1, max(fi.Size()+1, 8<<10+1)))
+	n, err := io.ReadFull(f, buf)
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
+		return nil, protocol.NewHandlerFailedError(fmt.Sprintf("%q cannot be read: %v.", p.Path, err))
+	}
+	data := buf[:n]
+	res := &protocol.FilesReadResult{Path: rp.Abs(), Size: fi.Size()}
+	if looksBinary(data[:min(len(data), 8<<10)], len(data) > 8<<10) {
+		res.Binary = ptr(true)
+		res.Truncated = fi.Size() > 0
+		return res, nil
+	}
+	if len(data) > limit {
+		data = data[:limit]
+		res.Truncated = true
+		for len(data) > 0 && !utf8.Valid(data[max(0, len(data)-utf8.UTFMax):]) {
+			data = data[:len(data)-1] // cut at a character boundary
+		}
+	}
+	if int64(n) < fi.Size() && !res.Truncated {
+		res.Truncated = true // the file grew while it was read
+	}
+	res.Text = string(data)
+	return res, nil
+}
+
+// looksBinary reports whether head looks binary: a NUL, or invalid UTF-8 (a rune cut at the end
+// of a head that goes on is not counted).
+func looksBinary(head []byte, cut bool) bool {
+	if bytes.IndexByte(head, 0) >= 0 {
+		return true
+	}
+	if cut {
+		for i := 0; i < utf8.UTFMax && len(head) > 0 && !utf8.Valid(head); i++ {
+			head = head[:len(head)-1]
+		}
+	}
+	return !utf8.Valid(head)
 }
