@@ -11,6 +11,7 @@ import { GitPanel, SessionSettings, UsagePage } from './panels.js'
 import { saveTheme, useSharedTheme, type Theme } from './prefs.js'
 import { SessionSearch } from './search.js'
 import { TerminalPanel } from './terminals.js'
+import { SpaceSwitch, useSharedSidebar } from './sidebar.js'
 import { useRoute } from './route.js'
 
 function loadTheme(): Theme {
@@ -172,6 +173,11 @@ function Shell(props: { host: ServerHost; auth: Auth; theme: Theme; onTheme: (t:
   const [error, setError] = useState<string>()
   const activeId = route.view === 'session' ? route.sessionId : undefined
   useSharedTheme(host.client, props.onTheme)
+  const sidebar = useSharedSidebar(host.client)
+  const { rememberSession, loaded: sidebarLoaded } = sidebar
+  useEffect(() => {
+    if (activeId !== undefined && sidebarLoaded) rememberSession(activeId)
+  }, [activeId, sidebarLoaded, rememberSession])
 
   // Presence: which session this window shows and whether it has focus.
   useEffect(() => {
@@ -271,7 +277,27 @@ function Shell(props: { host: ServerHost; auth: Auth; theme: Theme; onTheme: (t:
       <div className="body">
         <aside className="sidebar">
           <SessionSearch onOpen={(sessionId, turnId) => go(turnId ? { view: 'session', sessionId, turnId } : { view: 'session', sessionId })} />
-          <SessionList activeId={activeId} onSelect={(id) => go({ view: 'session', sessionId: id })} onNewSession={create} filter={(s) => !s.parentSessionId} />
+          <SpaceSwitch
+            sidebar={sidebar}
+            onSwitch={(space) => {
+              // Back in a space: reopen the conversation last open there.
+              const last = sidebar.views[space]?.session
+              if (last !== undefined && host.sessions.get().some((s) => s.id === last)) go({ view: 'session', sessionId: last })
+            }}
+          />
+          <SessionList
+            activeId={activeId}
+            onSelect={(id) => go({ view: 'session', sessionId: id })}
+            onNewSession={create}
+            filter={(s) => !s.parentSessionId && (sidebar.space !== 'pinned' || sidebar.pinned.has(s.id))}
+            pinned={sidebar.pinned}
+            onTogglePin={sidebar.setPinned}
+          />
+          {sidebar.error && (
+            <p className="zd-error" role="alert">
+              {sidebar.error}
+            </p>
+          )}
           {error && (
             <p className="zd-error" role="alert">
               {error}

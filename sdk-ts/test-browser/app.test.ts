@@ -17,6 +17,7 @@ import type { Database, ServerProcess } from '../test/helpers/server.js'
 import { agentPickerSwitchesToPlan, agentScripts, forkAndRollBackFromTheTurnMenu, searchOpensTheSession, slashCommandRuns, subagentNestedAndApprovedFromParent, writeProjectFiles, type Ctx } from './agents-cases.js'
 import { adminRunsATerminal, chatTokenSeesNoTerminals, type TermCtx } from './terminal-cases.js'
 import { mcpScripts, signInFromTheMcpPage, urlElicitationDoneAndDeclined, type McpCtx } from './mcpweb-cases.js'
+import { chipScripts, pathChipOpensTheFile, sidebarSharedAcrossPages, type ChipsCtx } from './chips-cases.js'
 import { exactCommand, exampleDir, FakeOpenAI, freePort, launchBrowser, repo, serveStatic, sseExampleDir, shotsDir, startServer, streamPieces } from './harness.js'
 
 const require = createRequire(import.meta.url)
@@ -106,7 +107,7 @@ describe('web app in Chromium', () => {
     const everything = join(repo, 'e2e', 'mcp', 'node_modules', '@modelcontextprotocol', 'server-everything', 'dist', 'index.js')
     writeFileSync(mcps, JSON.stringify({ mcpServers: { elicit: { command: 'node', args: [everything, 'stdio'], scope: 'host' } } }))
     const elicit = { turns: [{ steps: [{ tool: { name: 'mcp__elicit__trigger-elicitation-request', arguments: {}, id: 'el1' } }] }, { steps: [{ text: 'Elicited.' }] }] }
-    const started = await startServer(['--sandbox-expose', join(repo, 'e2e', 'mcp'), '--mcp-config', mcps, '--project-terminals'], { ...agentScripts, ...mcpScripts, elicit }, openai)
+    const started = await startServer(['--sandbox-expose', join(repo, 'e2e', 'mcp'), '--mcp-config', mcps, '--project-terminals'], { ...agentScripts, ...mcpScripts, ...chipScripts, elicit }, openai)
     server = started.server
     writeProjectFiles(server.root)
     db = started.db
@@ -330,6 +331,11 @@ describe('web app in Chromium', () => {
   const termCtx = (): TermCtx => ({ browser, base, mintToken: (n, scope) => server.mintToken(n, scope), newSession, axe })
   test('terminals: an admin starts a shell in xterm.js, types echo zidane-$((6*7)), sees zidane-42, kills it; no CSP violation', () => adminRunsATerminal(termCtx()))
   test('terminals: a chat token sees no Terminals panel', () => chatTokenSeesNoTerminals(termCtx()))
+
+  // Issue 24 items 1 and 2: path chips, media through tickets, the shared sidebar (chips-cases.ts).
+  const chipsCtx = (): ChipsCtx => ({ page, context, root: server.root, newSession, send })
+  test('path chips: an existing file named in an answer opens in the viewer; a missing one stays text; a tool result image from /zidane/media', () => pathChipOpensTheFile(chipsCtx()))
+  test('sidebar: a pin and the space on show changed in one page show in the other live (sidebar.*)', () => sidebarSharedAcrossPages(chipsCtx()))
 
   test('rename, archive and delete sessions from the list', async () => {
     const sessions = page.getByRole('list', { name: 'Sessions' })

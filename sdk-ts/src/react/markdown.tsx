@@ -1,9 +1,11 @@
 // Model text as markdown, safely (issue 24 section 1): react-markdown without raw HTML (HTML in the
 // text is dropped, never parsed), links only to http(s) and mailto opened with
 // rel="noopener noreferrer", images never fetched from anywhere (shown as a link to click), and code
-// blocks highlighted as React elements by a lazily loaded chunk (prism-react-renderer).
-import { lazy, memo, Suspense, type ReactNode } from 'react'
+// blocks highlighted as React elements by a lazily loaded chunk (prism-react-renderer). Names of
+// existing files in the text become path chips inside <PathChips> (paths.tsx).
+import { Children, lazy, memo, Suspense, type ReactNode } from 'react'
 import ReactMarkdown, { type Components } from 'react-markdown'
+import { PathText } from './paths.js'
 
 const Highlight = lazy(() => import('./highlight.js'))
 
@@ -18,7 +20,18 @@ export function safeUrl(url: string): string | undefined {
   return undefined
 }
 
+/** Children with each string child rendered through PathText (path chips where they are on). */
+function withPaths(children: ReactNode): ReactNode {
+  return Children.map(children, (c) => (typeof c === 'string' ? <PathText text={c} /> : c))
+}
+
 const components: Components = {
+  p: ({ children }) => <p>{withPaths(children)}</p>,
+  li: ({ children }) => <li>{withPaths(children)}</li>,
+  td: ({ children }) => <td>{withPaths(children)}</td>,
+  th: ({ children }) => <th>{withPaths(children)}</th>,
+  em: ({ children }) => <em>{withPaths(children)}</em>,
+  strong: ({ children }) => <strong>{withPaths(children)}</strong>,
   a({ href, children }) {
     const url = href ? safeUrl(href) : undefined
     if (url === undefined) return <span className="zd-badlink">{children}</span>
@@ -46,7 +59,7 @@ const components: Components = {
   code({ className, children }) {
     const text = String(children ?? '')
     const lang = /language-([\w+-]+)/.exec(className ?? '')?.[1]
-    if (lang === undefined && !text.includes('\n')) return <code className="zd-code-inline">{children}</code>
+    if (lang === undefined && !text.includes('\n')) return <code className="zd-code-inline">{withPaths(children)}</code>
     return <CodeBlock code={text.replace(/\n$/, '')} language={lang ?? 'text'} />
   },
 }
@@ -111,7 +124,7 @@ export function markdownBlocks(text: string): string[] {
 const PLAIN = /^(?![ \t]*(?:[-+*>#|]|\d+[.)]|={2,}|-{2,}))[^*_`\[\]<>!~\\&|\n]*$/
 
 const MarkdownBlock = memo(function MarkdownBlock({ text }: MarkdownProps): ReactNode {
-  if (PLAIN.test(text)) return <p>{text}</p>
+  if (PLAIN.test(text)) return <p><PathText text={text} /></p>
   return (
     <ReactMarkdown skipHtml urlTransform={(url) => url} components={components}>
       {text}

@@ -1,6 +1,7 @@
 // <SessionList activeId onSelect onNewSession>: the host's sessions as a list named "Sessions"
 // (issue 24 section 5), each item a button named by the session's title, with its state: running, or
-// needs attention (a question or an approval waits).
+// needs attention (a question or an approval waits). With pinned and onTogglePin, each item has a
+// Pin toggle (aria-pressed) and pinned sessions come first.
 import { useMemo, type ReactNode } from 'react'
 import type { HostSession } from '../adapters/types.js'
 import { useChat } from './context.js'
@@ -15,6 +16,10 @@ export interface SessionListProps {
   onNewSession?: () => void
   /** Leaves sessions out (for example archived or child sessions). */
   filter?: (session: HostSession) => boolean
+  /** The pinned sessions' ids: listed first, their Pin toggles pressed. */
+  pinned?: ReadonlySet<string>
+  /** Shows a Pin toggle on each item when given; called with the new state. */
+  onTogglePin?: (sessionId: string, pinned: boolean) => void
 }
 
 const noneWaiting: readonly { sessionId: string }[] = Object.freeze([])
@@ -33,7 +38,9 @@ export function SessionList(props: SessionListProps): ReactNode {
     for (const a of approvals) s.add(a.sessionId)
     return s
   }, [questions, approvals])
-  const shown = props.filter ? sessions.filter(props.filter) : sessions
+  const filtered = props.filter ? sessions.filter(props.filter) : sessions
+  const pins = props.pinned
+  const shown = pins && pins.size > 0 ? [...filtered.filter((s) => pins.has(s.id)), ...filtered.filter((s) => !pins.has(s.id))] : filtered
   return (
     <nav className="zd-sessions" aria-label="Session list">
       {props.onNewSession && (
@@ -60,6 +67,11 @@ export function SessionList(props: SessionListProps): ReactNode {
                 <span id={`zd-state-${s.id}`} className={`zd-badge zd-${attention ? 'attention' : s.status}`}>
                   {attention ? 'needs attention' : running ? 'running' : 'error'}
                 </span>
+              )}
+              {props.onTogglePin && (
+                <button type="button" className="zd-pin" aria-label="Pin" title={pins?.has(s.id) ? 'Unpin' : 'Pin'} aria-pressed={pins?.has(s.id) === true} onClick={() => props.onTogglePin!(s.id, !pins?.has(s.id))}>
+                  {pins?.has(s.id) ? '★' : '☆'}
+                </button>
               )}
             </li>
           )

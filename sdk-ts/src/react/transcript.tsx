@@ -4,7 +4,9 @@
 // stream while the reader is at the bottom. Markdown is rendered safely (markdown.tsx), tool calls
 // are collapsible rows holding their results, file edits show as diffs. A subagent's child session
 // shows under its task call (children.tsx), each prompt has a turn menu (turn-menu.tsx), a
-// compaction is a marked block, and focusTurnId scrolls to a turn (a search result's).
+// compaction is a marked block, and focusTurnId scrolls to a turn (a search result's). Names of
+// existing files in answers and tool rows are path chips opening a file viewer, and the images a
+// tool row names show through media tickets (paths.tsx, media.tsx).
 import { measureElement as measureRowElement, useVirtualizer, type Virtualizer } from '@tanstack/react-virtual'
 import { createContext, memo, useCallback, useContext, useEffect, useLayoutEffect, useMemo, useRef, useState, type ReactNode } from 'react'
 import type { HistoryRollbackResult, Session, StreamEvent, ToolEvent, ToolResultEvent } from '../protocol.js'
@@ -14,6 +16,7 @@ import { RollbackNotice, TurnMenu, TurnToolsContext, type TurnTools } from './tu
 import { useSessionEvents, useSessionInterrupted, useSessionPage, useSessionRunning, useStore } from './index.js'
 import { Markdown } from './markdown.js'
 import { PromptAttachments } from './attachments.js'
+import { PathChips, PathText, ToolMedia } from './paths.js'
 
 /** One shown row: an event, or a tool call with its result. */
 export type TranscriptRow = { readonly event: StreamEvent; readonly result?: ToolResultEvent }
@@ -83,10 +86,11 @@ const ToolRow = memo(function ToolRow({ event, result }: { event: ToolEvent; res
       <summary>
         <span className="zd-tool-name">{event.tool}</span> <span className="zd-tool-text">{event.text}</span> <span className="zd-badge">{state}</span>
       </summary>
-      <pre className="zd-pre">{inputText(event.input)}</pre>
+      <pre className="zd-pre"><PathText text={inputText(event.input)} /></pre>
       {result?.diff ? <DiffView diff={result.diff} label={`Diff of ${event.tool}`} /> : null}
-      {result && <pre className={result.isError ? 'zd-pre zd-error-text' : 'zd-pre'}>{result.text}</pre>}
+      {result && <pre className={result.isError ? 'zd-pre zd-error-text' : 'zd-pre'}><PathText text={result.text} /></pre>}
     </details>
+    <ToolMedia texts={result ? [inputText(event.input), result.text] : [inputText(event.input)]} />
     </>
   )
 })
@@ -126,7 +130,8 @@ export const TranscriptItem = memo(function TranscriptItem({ row }: { row: Trans
       return (
         <div className="zd-row">
           {e.diff ? <DiffView diff={e.diff} /> : null}
-          <pre className={e.isError ? 'zd-pre zd-error-text' : 'zd-pre'}>{e.text}</pre>
+          <pre className={e.isError ? 'zd-pre zd-error-text' : 'zd-pre'}><PathText text={e.text} /></pre>
+          <ToolMedia texts={[e.text]} />
         </div>
       )
     case 'run-summary':
@@ -419,6 +424,7 @@ export function HostTranscript(props: HostTranscriptProps): ReactNode {
   return (
     <TurnToolsContext.Provider value={tools}>
     <TaskChildrenContext.Provider value={taskChildren}>
+    <PathChips sessionId={props.sessionId}>
     {rollback && <RollbackNotice sessionId={props.sessionId} rollback={rollback} onDone={endRollback} />}
     {menuError && (
       <p className="zd-error" role="alert">
@@ -445,6 +451,7 @@ export function HostTranscript(props: HostTranscriptProps): ReactNode {
         </p>
       )}
     </div>
+    </PathChips>
     </TaskChildrenContext.Provider>
     </TurnToolsContext.Provider>
   )
