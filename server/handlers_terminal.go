@@ -77,17 +77,35 @@ func (h terminalHandler) Start(ctx context.Context, p *protocol.TerminalStartPar
 	if len(p.Argv) > 0 && p.Argv[0] == "" {
 		return nil, protocol.NewInvalidParamsError("params/argv/0: name the program to run.", &protocol.InvalidParamsErrorData{Pointer: "/argv/0"})
 	}
+	// The start reserves its place before it runs the program (and holds it until its job is in
+	// s.terms, or it failed): concurrent starts on one connection count each other.
 	s.termMu.Lock()
-	n := 0
+	n := s.termStarting[c]
 	for _, j := range s.terms {
 		if j.origin == c {
 			n++
 		}
 	}
-	s.termMu.Unlock()
 	if n >= maxTerminalsPerConn {
-		return nil, protocol.NewHandlerFailedError(fmt.Sprintf("This connection already runs %d terminals; end one first.", n))
+		s.termMu.Unlock()
+		return nil, protocol.NewHandlerFailedError(fmt.Sprintf("This connection already runs %d terminals; end one first.", maxTerminalsPerConn))
 	}
+	s.termStarting[c]++
+	s.termMu.Unlock()
+	reserved := true
+	release := func() { // under termMu
+		if reserved {
+			reserved = false
+			if s.termStarting[c]--; s.termStarting[c] <= 0 {
+				delete(s.termStarting, c)
+			}
+		}
+	}
+	defer func() {
+		s.termMu.Lock()
+		release()
+		s.termMu.Unlock()
+	}()
 	o := term.Options{Dir: dir, Argv: p.Argv, Prepare: s.cfg.TerminalPrepare}
 	if p.Cols != nil {
 		o.Cols = uint16(*p.Cols)
@@ -139,6 +157,7 @@ func (h terminalHandler) Start(ctx context.Context, p *protocol.TerminalStartPar
 	job.t = t
 	s.termMu.Lock()
 	s.terms[job.id] = job
+	release() // the job now counts in its reservation's place
 	s.termMu.Unlock()
 	c.log().Info("terminal started", "terminal", job.id, "pid", t.Pid(), "cwd", dir, "argv0", job.argv[0])
 	// The connection's end kills the terminal's whole session.

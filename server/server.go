@@ -328,6 +328,9 @@ type Server struct {
 	// terms are the running terminals by id (handlers_terminal.go).
 	termMu sync.Mutex
 	terms  map[string]*termJob
+	// termStarting counts each connection's terminal.start calls between their limit check and
+	// their job's entry in terms, so concurrent starts cannot pass maxTerminalsPerConn.
+	termStarting map[*conn]int
 	// bgWG counts the clones and terminal watchers running in the background; Shutdown waits
 	// for them (their connections are closed, so they are ending).
 	bgWG sync.WaitGroup
@@ -478,6 +481,7 @@ func New(ctx context.Context, cfg Config, st *store.Store) (*Server, error) {
 	s.newMCP()
 	s.newDefsWatch()
 	s.terms = map[string]*termJob{}
+	s.termStarting = map[*conn]int{}
 	// Registered before any run: the runs a previous process of this replica (or a dead
 	// replica) left are ended first (issue 8 "Crashes", issue 25 §2).
 	if err := s.replica.Start(base); err != nil {

@@ -3,6 +3,7 @@ package server
 import (
 	"encoding/json"
 	"fmt"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -75,4 +76,39 @@ func TestGitWatchersReleased(t *testing.T) {
 	assert.Equal(t, 1, watchers(), "b still watches")
 	require.NoError(t, b.ws.CloseNow())
 	require.Eventually(t, func() bool { return watchers() == 0 }, 5*time.Second, 20*time.Millisecond, "the dropped connection's watch released the watcher")
+}
+
+// TestTerminalLimitHoldsUnderPipelinedStarts (a break-it report): terminal.start counted the
+// connection's terminals and added its own only after starting it, so 40 starts pipelined on one
+// connection ran 17 terminals, past maxTerminalsPerConn (16). Now a start reserves its place
+// before it runs the program.
+func TestTerminalLimitHoldsUnderPipelinedStarts(t *testing.T) {
+	e := newEnv(t, func(c *Config) {
+		c.ProjectTerminals = true
+		// A slow start (as under a sandbox policy) keeps the concurrent starts between their
+		// check and their program's start together.
+		c.TerminalPrepare = func(*exec.Cmd) error { time.Sleep(50 * time.Millisecond); return nil }
+	})
+	e.token = e.mint("admin")
+	c := e.dial()
+	c.hello()
+	const n = 40
+	for i := 0; i < n; i++ {
+		c.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"terminal.start","params":{"argv":["sleep","30"]}}`, 1000+i))
+	}
+	ok, refused := 0, 0
+	for ok+refused < n {
+		m := decodeObj(t, c.next())
+		if m["id"] == nil {
+			continue // a signal
+		}
+		if m["error"] != nil {
+			assert.Contains(t, m["error"].(map[string]any)["message"], "terminals; end one first")
+			refused++
+		} else {
+			ok++
+		}
+	}
+	assert.Equal(t, maxTerminalsPerConn, ok, "at most maxTerminalsPerConn run at once")
+	assert.Len(t, c.result("terminal.list", `{}`)["terminals"], ok)
 }
