@@ -1,6 +1,7 @@
 // Command zidane-conformance runs the protocol conformance kit (e2e/wirekit) against a server:
 //
 //	zidane-conformance --url ws://127.0.0.1:4380/ --token zds_… [--run REGEX] [--json] [--dir DIR]
+//	zidane-conformance client --cmd "<client under test>" [--json]
 //
 // It prints one line per scenario (PASS/FAIL/SKIP name: reason naming the step and the frame
 // that differed; with --json one JSON object per line) and exits 1 when any scenario fails, 2 on
@@ -34,6 +35,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	asJSON := fs.Bool("json", false, "print one JSON object per scenario instead of a line")
 	dir := fs.String("dir", "", "also run the *.jsonl scenarios in this folder")
 	timeout := fs.Duration("timeout", 10*time.Second, "how long to wait for each frame")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: zidane-conformance --url ws://HOST:PORT/ --token TOKEN [flags]   (server mode: check a server)")
+		fmt.Fprintln(stderr, "       zidane-conformance client --cmd \"COMMAND\" [flags]             (client mode: check a client; client -h lists its flags)")
+		fs.PrintDefaults()
+	}
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}

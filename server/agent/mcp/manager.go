@@ -580,6 +580,12 @@ func (p *Proc) connect(ctx context.Context) (*sdk.ClientSession, error) {
 		if tail := p.stderr.Tail(300); tail != "" {
 			msg += " (stderr: " + tail + ")"
 		}
+		if !c.IsHTTP() && c.EffectiveScope() != ScopeHost {
+			p.mu.Lock()
+			pol := p.policy
+			p.mu.Unlock()
+			msg += sandboxHint(pol)
+		}
 		return nil, errors.New(msg)
 	}
 	return cs, nil
@@ -734,4 +740,15 @@ func (r *ring) Tail(n int) string {
 
 func oneLine(s string) string {
 	return strings.Join(strings.Fields(s), " ")
+}
+
+// sandboxHint says, after a context-scope stdio server failed to connect, where it ran: inside
+// the session's sandbox under policy, so a command that fetches itself (`npx -y`, `uvx`) finds
+// no network there.
+func sandboxHint(policy string) string {
+	if policy == "" {
+		policy = "the session's"
+	}
+	return fmt.Sprintf("; it runs in the session's sandbox (policy %s, scope: context), which has no network unless the policy allows it: "+
+		"a command that downloads itself (npx -y, uvx) cannot start there; install the server inside a workspace root, or set \"scope\": \"host\" for it in the server user's mcps.json", policy)
 }

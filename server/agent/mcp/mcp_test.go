@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -310,4 +311,28 @@ func TestMCPPushedElicitationGoesToItsCallOrNobody(t *testing.T) {
 	assert.Equal(t, `elicit: accept {"name":"s1"}`, <-fourth)
 	close(a3.release)
 	assert.Equal(t, `elicit: accept {"name":"s1"}`, <-third)
+}
+
+// A context-scope stdio server that does not connect says it ran in the session's sandbox, under
+// which policy, and what to do (a fresh user's `npx -y` example waited 30 s and said only
+// "context deadline exceeded"); a host-scope one says nothing of a sandbox.
+func TestMCPConnectFailureNamesTheSandbox(t *testing.T) {
+	m := mcp.NewManager(mcp.Options{ConnectTimeout: 5 * time.Second,
+		Prepare: func(*exec.Cmd, mcp.Use) (string, error) { return "workspace-write", nil }})
+	defer m.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	use := mcp.Use{SessionID: "s", ProjectRoot: t.TempDir(), Policy: "workspace-write"}
+
+	ctxSrv := mcp.Server{Name: "fetches", Config: mcp.Config{Command: "sh", Args: []string{"-c", "echo no network >&2; exit 3"}}}
+	_, err := m.Proc(ctxSrv, use).Tools(ctx)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `MCP server "fetches" did not connect`)
+	assert.Contains(t, err.Error(), "runs in the session's sandbox (policy workspace-write, scope: context)")
+	assert.Contains(t, err.Error(), `"scope": "host"`)
+
+	hostSrv := mcp.Server{Name: "host", Config: mcp.Config{Command: "sh", Args: []string{"-c", "exit 3"}, Scope: mcp.ScopeHost}}
+	_, err = m.Proc(hostSrv, use).Tools(ctx)
+	require.Error(t, err)
+	assert.NotContains(t, err.Error(), "sandbox")
 }
