@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -227,7 +228,12 @@ func (s *Server) servePair(w http.ResponseWriter, r *http.Request) {
 			s.pairs.done(ip, success)
 		}
 	}()
-	req, err := decodePairRequest(http.MaxBytesReader(w, r.Body, pairBodyLimit))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, pairBodyLimit))
+	if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
+		pairError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("The body is over %d KiB; send only {\"code\": \"XXXX-XXXX\", \"name\": \"my-laptop\"}.", pairBodyLimit>>10))
+		return
+	}
+	req, err := decodePairRequest(bytes.NewReader(body))
 	if err != nil {
 		pairError(w, http.StatusBadRequest, "The body must be one JSON object {\"code\": \"XXXX-XXXX\", \"name\": \"my-laptop\"}: "+err.Error()+".")
 		return

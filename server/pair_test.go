@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -57,6 +58,9 @@ func TestPairingOverHTTP(t *testing.T) {
 	assert.Equal(t, http.StatusBadRequest, status)
 	status, _, _ = post(`{"code":"` + code + `"}`)
 	assert.Equal(t, http.StatusBadRequest, status, "name is required")
+	status, out, _ = post(`{"code":"` + strings.Repeat("A", 8<<10) + `","name":"n"}`)
+	assert.Equal(t, http.StatusRequestEntityTooLarge, status, "a body over the limit is 413, not a wrong member (break-it)")
+	assert.Contains(t, out["error"], "over 4 KiB")
 	status, _, _ = post(`{"code":"X","name":"n"}`, "Origin", "https://evil.example")
 	assert.Equal(t, http.StatusForbidden, status)
 	resp, err := http.Get(hs.URL + "/zidane/pair")
@@ -218,4 +222,16 @@ func TestFieldCase_B30_PairingRaceIsNotAWrongGuess(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	assert.Equal(t, http.StatusOK, resp.StatusCode, "losing a race is not a wrong guess")
+}
+
+// The protocol documents carry nosniff like every other answer (break-it found them without it).
+func TestProtocolDocumentsAreNosniff(t *testing.T) {
+	e := newEnv(t, nil)
+	for _, p := range []string{"/protocol.json", "/openrpc.json", "/zidane/sse/openapi.json"} {
+		resp, err := http.Get(e.hs.URL + p)
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, http.StatusOK, resp.StatusCode, p)
+		assert.Equal(t, "nosniff", resp.Header.Get("X-Content-Type-Options"), p)
+	}
 }

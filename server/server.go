@@ -768,14 +768,17 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case r.URL.Path == oauth.ClientMetadataPath:
 		s.serveOAuthClientMetadata(w, r)
 	case r.Method == http.MethodGet && r.URL.Path == "/protocol.json":
+		w.Header().Set("X-Content-Type-Options", "nosniff")
 		w.Header().Set("Content-Type", "application/schema+json")
 		w.Write(protocol.BundledSchema)
 	case r.Method == http.MethodGet && r.URL.Path == "/openrpc.json":
 		// The WebSocket protocol as an OpenRPC 1.3 document (issue 29), like /protocol.json: no token.
+		w.Header().Set("X-Content-Type-Options", "nosniff")
 		w.Header().Set("Content-Type", "application/json")
 		w.Write(protocol.OpenRPCDocument)
 	case r.Method == http.MethodGet && r.URL.Path == "/zidane/sse/openapi.json":
 		// The SSE protocol's OpenAPI document (schema/sse.json), like /protocol.json: no token.
+		w.Header().Set("X-Content-Type-Options", "nosniff")
 		w.Header().Set("Content-Type", "application/json")
 		w.Write(protocol.SSEOpenAPI)
 	case s.webapp != nil && (r.Method == http.MethodGet || r.Method == http.MethodHead):
