@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os/exec"
 	"sort"
+	"strings"
 	"syscall"
 	"time"
 
@@ -76,6 +77,12 @@ func (h terminalHandler) Start(ctx context.Context, p *protocol.TerminalStartPar
 	}
 	if len(p.Argv) > 0 && p.Argv[0] == "" {
 		return nil, protocol.NewInvalidParamsError("params/argv/0: name the program to run.", &protocol.InvalidParamsErrorData{Pointer: "/argv/0"})
+	}
+	for i, a := range p.Argv {
+		if strings.IndexByte(a, 0) >= 0 {
+			ptr := fmt.Sprintf("/argv/%d", i)
+			return nil, protocol.NewInvalidParamsError("params"+ptr+": an argument cannot hold a NUL character.", &protocol.InvalidParamsErrorData{Pointer: ptr})
+		}
 	}
 	// The start reserves its place before it runs the program (and holds it until its job is in
 	// s.terms, or it failed): concurrent starts on one connection count each other.

@@ -112,3 +112,18 @@ func TestTerminalLimitHoldsUnderPipelinedStarts(t *testing.T) {
 	assert.Equal(t, maxTerminalsPerConn, ok, "at most maxTerminalsPerConn run at once")
 	assert.Len(t, c.result("terminal.list", `{}`)["terminals"], ok)
 }
+
+// A NUL in terminal.start's argv is InvalidParams naming the argument (break-it: it was -32014
+// "fork/exec …: invalid argument").
+func TestTerminalArgvNULIsInvalidParams(t *testing.T) {
+	e := newEnv(t, func(c *Config) { c.ProjectTerminals = true })
+	e.token = e.mint("admin")
+	c := e.dial()
+	c.hello()
+	m := c.call("terminal.start", `{"argv":["/bin/echo","a\u0000b"]}`)
+	er, _ := m["error"].(map[string]any)
+	require.NotNil(t, er, "%v", m)
+	assert.Equal(t, "-32602", fmt.Sprint(er["code"]))
+	assert.Contains(t, er["message"], "params/argv/1: an argument cannot hold a NUL character.")
+	assert.Equal(t, "/argv/1", er["data"].(map[string]any)["pointer"])
+}
