@@ -363,7 +363,13 @@ export function createSessionStreams(options: SessionStreamsOptions = {}): Sessi
       s.inFlight = undefined
       s.rows = Object.freeze(page.events.slice())
       s.seen = typeof page.$seq === 'number' ? { epoch: page.signalEpoch ?? clientEpoch(), seq: page.$seq } : undefined
-      publish(sessionId, s, { page: pageOf(page) })
+      // A page whose last row ends a run (its run-summary, or the error it failed or stopped
+      // with) has no run in progress at its watermark: a later run's run:start comes with its
+      // prompt, which would follow. The ended run's run:end may be at or below the watermark, so
+      // it is never applied: a reload after a resume's gap kept showing the run as running.
+      const last = page.events[page.events.length - 1]
+      const ended = s.snapshot.running && (last?.kind === 'run-summary' || last?.kind === 'error')
+      publish(sessionId, s, ended ? { page: pageOf(page), running: false, status: last.kind === 'error' ? 'error' : 'idle', progress: undefined } : { page: pageOf(page) })
     },
     transcript(sessionId) {
       return streams.getSnapshot(sessionId).events
