@@ -413,13 +413,17 @@ describe('web app in Chromium', () => {
   test("an MCP server's URL elicitation: the address as text and a noopener link; Done and Decline reach the server", () => urlElicitationDoneAndDeclined(mcpCtx()))
 
   test('kill and restart the server: the app reconnects and reloads', async () => {
-    await waitForText(page, 'Seen by the other page.')
+    // Its own session: the cases before it leave the page wherever they ended.
+    await newSession(page)
+    await send(page, 'Before the restart.')
+    await waitForText(page, 'Before the restart.')
+    await waitIdle(page)
     await server.stop()
     await connection(page).getByText(/next try at/).waitFor({ timeout: 20_000 })
     await shots(page, 'reconnecting')
     await server.launch()
     await connection(page).getByText('Connected').waitFor({ timeout: 30_000 })
-    await waitForText(page, 'Seen by the other page.')
+    await waitForText(page, 'Before the restart.')
     await send(page, 'After the restart.')
     await waitForText(page, 'After the restart.')
     await waitIdle(page)
