@@ -125,7 +125,8 @@ func TestBannerPairLineNamesTheDataDir(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	pair := exec.CommandContext(ctx, serverBin, args[1:]...) // as printed, with this test's binary
-	pair.Env = env(true) // no ZIDANE_SERVER_HOME, no DATABASE_URL: another terminal
+	// No ZIDANE_SERVER_HOME, no DATABASE_URL: another terminal.
+	pair.Env = env(true)
 	out, err := pair.Output()
 	require.NoError(t, err, "%s", out)
 	code := strings.TrimSpace(string(out))
