@@ -777,3 +777,23 @@ func TestClientSessionResetReloads(t *testing.T) {
 	b, _ := json.Marshal(tr.Events())
 	assert.JSONEq(t, `[{"kind":"user-prompt","text":"kept","turnId":"u"},{"kind":"markdown","text":"after","streaming":false,"turnId":"t1"}]`, string(b))
 }
+
+// TestClientFollowFromTheFirstConnection: a session in Options.Follow is followed before the
+// first connection, so signals read before its first resume is answered are held and applied
+// once (the kit's client mode once saw $seq 1–3 twice with Follow called after Open).
+func TestClientFollowFromTheFirstConnection(t *testing.T) {
+	r := newRig(t, func(o *Options) { o.Follow = map[string]int64{"A": 0} })
+	conn := r.connected(t)
+	for i := int64(1); i <= 3; i++ {
+		conn.push(md("A", i, "x"))
+	}
+	req := conn.req(t)
+	assert.Equal(t, "sessions.resume", req.Method)
+	assert.Equal(t, float64(0), params(t, req)["afterSeq"])
+	conn.answer(req.ID, resumeOK("A", 1, 3))
+	conn.push(md("A", 4, "x"))
+	assert.Equal(t, span(1, 4), r.k.waitSeqs(t, "A", 4))
+	_, seq, ok := r.c.Cursor("A")
+	assert.True(t, ok)
+	assert.Equal(t, int64(4), seq)
+}

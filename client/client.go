@@ -95,6 +95,10 @@ type Options struct {
 	// OnState, when set, is called with every change of the connection state, in order, from the
 	// client's connection goroutine; it must return quickly and must not call Close.
 	OnState func(StateChange)
+	// Follow lists the sessions followed from the first connection on (session id → afterSeq,
+	// as Follow takes them). Follow called after Open races with the first connection: a signal
+	// read before it is delivered unfollowed, then replayed again by the resume from afterSeq.
+	Follow map[string]int64
 }
 
 func (o *Options) defaults() {
@@ -344,6 +348,9 @@ func newClient(url string, opts Options) *Client {
 		done: make(chan struct{}), closedC: make(chan struct{}), stateCh: make(chan struct{}),
 		wake: make(chan struct{}, 1), signals: make(chan SignalEvent),
 	}
+	for id, seq := range opts.Follow {
+		c.follows[id] = &follow{id: id, seq: seq}
+	}
 	if strings.HasPrefix(url, "unix://") {
 		c.httpClient, c.dialURL = unixClient(url)
 	}
@@ -455,6 +462,8 @@ func (c *Client) Close() error {
 // reconnect (seed "Reconnect and resume"). afterSeq is the last $seq the caller already has under
 // the current connection's signalEpoch: 0 for a session created just now, FromNow when unknown.
 // While the session resumes, its live signals are held and delivered in order afterwards.
+// Signals read before Follow are delivered unfollowed; to follow from the first connection on,
+// use Options.Follow.
 func (c *Client) Follow(sessionID string, afterSeq int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -95,7 +95,7 @@ func (c *Client) syncer(f *follow, w *wire) {
 	for {
 		c.mu.Lock()
 		if !c.liveLocked(f, w) {
-			f.syncing = false
+			c.endSyncLocked(f, w)
 			c.mu.Unlock()
 			return
 		}
@@ -138,7 +138,7 @@ func (c *Client) syncer(f *follow, w *wire) {
 			} else {
 				c.mu.Lock()
 				if !c.liveLocked(f, w) {
-					f.syncing = false
+					c.endSyncLocked(f, w)
 					c.mu.Unlock()
 					return
 				}
@@ -176,7 +176,7 @@ func (c *Client) syncer(f *follow, w *wire) {
 		}
 		c.mu.Lock()
 		if !c.liveLocked(f, w) {
-			f.syncing = false
+			c.endSyncLocked(f, w)
 			c.mu.Unlock()
 			return
 		}
@@ -233,10 +233,20 @@ func (c *Client) liveLocked(f *follow, w *wire) bool {
 }
 
 // giveUp ends a syncer whose connection died.
-func (c *Client) giveUp(f *follow, _ *wire) {
+func (c *Client) giveUp(f *follow, w *wire) {
 	c.mu.Lock()
-	f.syncing = false
+	c.endSyncLocked(f, w)
 	c.mu.Unlock()
+}
+
+// endSyncLocked ends f's syncer on w, which is no longer f's connection to sync on. When a newer
+// connection became current while it ran, that connection's serve found the syncer busy and
+// started none: start it now, or the session would wait for its next live signal to resume.
+func (c *Client) endSyncLocked(f *follow, w *wire) {
+	f.syncing = false
+	if c.follows[f.id] == f && c.cur != nil && c.cur != w && c.ctx.Err() == nil && f.syncedGen != c.cur.gen {
+		c.startSyncLocked(f, c.cur)
+	}
 }
 
 // drainHeldLocked applies the held signals that follow f's $seq in order and drops those

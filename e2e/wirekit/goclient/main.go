@@ -29,11 +29,14 @@ func main() {
 		fmt.Fprintln(os.Stderr, "goclient: --url, --token and --session are required")
 		os.Exit(2)
 	}
-	c := client.Open(*url, client.Options{Token: *token, AppVersion: "zidane-conformance-goclient",
-		Backoff: client.Backoff{Min: 50 * time.Millisecond, Max: 500 * time.Millisecond}})
+	opts := client.Options{Token: *token, AppVersion: "zidane-conformance-goclient",
+		Backoff: client.Backoff{Min: 50 * time.Millisecond, Max: 500 * time.Millisecond}}
 	if !*noResume {
-		c.Follow(*session, 0)
+		// Followed before the first connection: Follow after Open could read the first
+		// signals unfollowed and then replay them again from $seq 0.
+		opts.Follow = map[string]int64{*session: 0}
 	}
+	c := client.Open(*url, opts)
 	var mu sync.Mutex
 	print := func(v any) {
 		b, _ := protocol.Marshal(v)
