@@ -87,6 +87,15 @@ export function createServerHost(options: ServerHostOptions): ServerHost {
     if (!o) return
     streams.reset(r.sessionId, r.page)
     o.resolve()
+    // The page may have loaded mid-run (a page opened then, or a reload after a gap): its run:start
+    // is at or below the watermark and never applied. The session's status, read after the page,
+    // says whether a run goes on; a later run:end is above the watermark and applied after it.
+    client.call('sessions.get', { sessionId: r.sessionId }).then(
+      (session) => {
+        if (!closed && opened.get(r.sessionId) === o) streams.setStatus(r.sessionId, session.status)
+      },
+      () => {},
+    )
   })
   // Each (re)connect reads the list again: sessions may have changed while the connection was down.
   let wasOpen = false

@@ -111,6 +111,14 @@ export interface SessionStreams {
    * page and are not applied again. A page without one (built locally) forgets what was seen.
    */
   reset(sessionId: string, page: TranscriptPage): void
+  /**
+   * Sets whether the session's run is going on from the session's record (sessions.get's status),
+   * read after a reset: a page that loaded mid-run, or reloaded after a gap, never saw the run's
+   * run:start. Read after the page, the status is right in every order: a later run:end has a $seq
+   * above the page's watermark and is applied after it. The run's id stays unknown until its
+   * stream:progress or run:end names it.
+   */
+  setStatus(sessionId: string, status: string): void
   /** The session's transcript rows (the snapshot's events). */
   transcript(sessionId: string): readonly StreamEvent[]
   /** The session's snapshot; one shared empty snapshot for a session the store has not seen. */
@@ -332,7 +340,9 @@ export function createSessionStreams(options: SessionStreamsOptions = {}): Sessi
           // Ephemeral: it may overtake sequenced signals a resume still holds, so only the running
           // run's report counts (one before its run:start or after its run:end is dropped).
           const s = states.get(id)
-          if (!s || !s.snapshot.running || s.snapshot.runId !== signal.runId) return
+          // A run known only from setStatus has no id yet: its first report names it.
+          if (!s || !s.snapshot.running || (s.snapshot.runId !== undefined && s.snapshot.runId !== signal.runId)) return
+          if (s.snapshot.runId === undefined) publish(id, s, { runId: signal.runId })
           const progress: StreamProgress = Object.freeze({ runId: signal.runId, turnId: signal.turnId, tokens: signal.tokens, tokensPerSecond: signal.tokensPerSecond })
           publish(id, s, { progress })
           return
@@ -370,6 +380,13 @@ export function createSessionStreams(options: SessionStreamsOptions = {}): Sessi
       const last = page.events[page.events.length - 1]
       const ended = s.snapshot.running && (last?.kind === 'run-summary' || last?.kind === 'error')
       publish(sessionId, s, ended ? { page: pageOf(page), running: false, status: last.kind === 'error' ? 'error' : 'idle', progress: undefined } : { page: pageOf(page) })
+    },
+    setStatus(sessionId, status) {
+      if (disposed) return
+      const s = state(sessionId)
+      const running = status === 'running'
+      if (running === s.snapshot.running) return
+      publish(sessionId, s, running ? { running: true, status: 'running', runId: undefined, progress: undefined, interrupted: undefined } : { running: false, status: status === 'idle' ? 'idle' : 'error', progress: undefined })
     },
     transcript(sessionId) {
       return streams.getSnapshot(sessionId).events
