@@ -73,37 +73,55 @@ async function main(): Promise<void> {
     await page.goto(base)
     await page.getByRole('status', { name: 'Connection' }).getByText('Connected').waitFor()
 
-    // 5,000 pieces: arrival → DOM, and long tasks.
-    await page.getByRole('button', { name: 'New session' }).first().click()
-    await page.waitForURL(/\/s\//)
-    await page.getByLabel('Model').selectOption('many/scripted')
-    await page.getByRole('textbox', { name: 'Message' }).fill('Stream 5000 pieces.')
-    await page.waitForFunction(() => [...document.querySelectorAll('button')].some((b) => b.textContent === 'Send' && !b.disabled))
-    await page.evaluate(() => ((window as unknown as Record<string, number[]>)['longtasks']!.length = 0))
-    await page.getByRole('textbox', { name: 'Message' }).press('Enter')
-    await page.getByRole('log', { name: 'Transcript' }).getByText('END-OF-PIECES', { exact: false }).waitFor({ timeout: 120_000 })
-    const m = await page.evaluate(() => {
-      const w = window as unknown as Record<string, number[]>
-      return { arrivals: w['arrivals']!, mutations: w['mutations']!, frames: w['frames']!, longtasks: w['longtasks']! }
-    })
-    const delays: number[] = []
-    const frames: number[] = []
-    let mi = 0
-    let fi = 0
-    for (const a of m.arrivals) {
-      while (mi < m.mutations.length && m.mutations[mi]! < a) mi++
-      if (mi >= m.mutations.length) break
-      const shown = m.mutations[mi]!
-      delays.push(shown - a)
-      while (fi < m.frames.length && m.frames[fi]! <= a) fi++
-      let n = 0
-      for (let j = fi; j < m.frames.length && m.frames[j]! <= shown; j++) n++
-      frames.push(n)
+    // A paced stream (as a fast model streams), then 5,000 pieces back to back: arrival → DOM
+    // in ms and in animation frames, the frame interval measured in the same run (what "one
+    // animation frame" is on this machine), and long tasks.
+    const stream = async (model: string, prompt: string, end: string) => {
+      const before = page.url()
+      await page.getByRole('button', { name: 'New session' }).first().click()
+      await page.waitForURL((u) => u.pathname.startsWith('/s/') && u.href !== before)
+      await page.getByLabel('Model').selectOption(model)
+      await page.getByRole('textbox', { name: 'Message' }).fill(prompt)
+      await page.waitForFunction(() => [...document.querySelectorAll('button')].some((b) => b.textContent === 'Send' && !b.disabled))
+      await page.evaluate(() => {
+        const w = window as unknown as Record<string, number[]>
+        for (const k of ['arrivals', 'mutations', 'frames', 'longtasks']) w[k]!.length = 0
+      })
+      await page.getByRole('textbox', { name: 'Message' }).press('Enter')
+      await page.getByRole('log', { name: 'Transcript' }).getByText(end, { exact: false }).waitFor({ timeout: 120_000 })
+      const m = await page.evaluate(() => {
+        const w = window as unknown as Record<string, number[]>
+        return { arrivals: w['arrivals']!, mutations: w['mutations']!, frames: w['frames']!, longtasks: w['longtasks']! }
+      })
+      const delays: number[] = []
+      const frames: number[] = []
+      let mi = 0
+      let fi = 0
+      for (const a of m.arrivals) {
+        while (mi < m.mutations.length && m.mutations[mi]! < a) mi++
+        if (mi >= m.mutations.length) break
+        const shown = m.mutations[mi]!
+        delays.push(shown - a)
+        while (fi < m.frames.length && m.frames[fi]! <= a) fi++
+        let n = 0
+        for (let j = fi; j < m.frames.length && m.frames[j]! <= shown; j++) n++
+        frames.push(n)
+      }
+      const first = m.arrivals[0] ?? 0
+      const last = m.arrivals[m.arrivals.length - 1] ?? 0
+      const during = m.frames.filter((f) => f >= first && f <= last)
+      const intervals = during.slice(1).map((f, i) => f - during[i]!)
+      return { delays, frames, interval: percentile(intervals, 50), longtasks: m.longtasks }
     }
-    rows.push({ figure: `streamed piece: arrival on the WebSocket → shown in the DOM, p50 (${delays.length} pieces)`, value: percentile(delays, 50), unit: 'ms', op: '<=', target: 16.7 })
-    rows.push({ figure: 'streamed piece: animation frames from arrival to shown, p50', value: percentile(frames, 50), unit: 'frames', op: '<=', target: 1 })
-    rows.push({ figure: 'long tasks over 50 ms during a 5,000-piece run', value: m.longtasks.filter((d) => d > 50).length, unit: '', op: '<=', target: 0 })
-    rows.push({ figure: 'longest task during a 5,000-piece run', value: Math.max(0, ...m.longtasks), unit: 'ms', op: '<=', target: 50 })
+    const paced = await stream('paced/scripted', 'Stream paced pieces.', 'END-OF-PACED')
+    rows.push({ figure: `paced stream (50 pieces/s): arrival on the WebSocket → shown in the DOM, p50 (${paced.delays.length} pieces)`, value: percentile(paced.delays, 50), unit: 'ms', op: '<=', target: 16.7 })
+    rows.push({ figure: 'paced stream: animation frames from arrival to shown, p50', value: percentile(paced.frames, 50), unit: 'frames', op: '<=', target: 1 })
+    rows.push({ figure: 'paced stream: the frame interval while it streams, p50 (for reference)', value: paced.interval, unit: 'ms', op: '<=', target: 16.7 })
+    const flood = await stream('many/scripted', 'Stream 5000 pieces.', 'END-OF-PIECES')
+    rows.push({ figure: `5,000 pieces back to back: arrival → shown, p50 (${flood.delays.length} pieces; target: the frame interval measured in this run)`, value: percentile(flood.delays, 50), unit: 'ms', op: '<=', target: Math.round(flood.interval * 10) / 10 })
+    rows.push({ figure: '5,000 pieces back to back: animation frames from arrival to shown, p50', value: percentile(flood.frames, 50), unit: 'frames', op: '<=', target: 1 })
+    rows.push({ figure: 'long tasks over 50 ms during a 5,000-piece run', value: flood.longtasks.filter((d) => d > 50).length, unit: '', op: '<=', target: 0 })
+    rows.push({ figure: 'longest task during a 5,000-piece run', value: Math.max(0, ...flood.longtasks), unit: 'ms', op: '<=', target: 50 })
 
     // A 10,000-row transcript: streamed, then opened by a fresh page, then scrolled to the top.
     await streamRows(page)

@@ -65,8 +65,12 @@ const scripts: Record<string, unknown> = {
   },
 }
 
-/** The bench's providers: many (5,000 pieces streamed back to back) and rows (10,000 rows: thinking and text alternate). */
+/**
+ * The bench's providers: paced (400 pieces 20 ms apart, 50 a second, as a fast model streams),
+ * many (5,000 pieces streamed back to back) and rows (10,000 rows: thinking and text alternate).
+ */
 export const benchScripts: Record<string, unknown> = {
+  paced: { loop: true, turns: [turn(...Array.from({ length: 400 }, (_, i) => [delay(20), text(`p${i} `)]).flat(), text('END-OF-PACED'))] },
   many: { loop: true, turns: [turn(...Array.from({ length: 5000 }, (_, i) => text(`w${i} `)), text('END-OF-PIECES'))] },
   rows: { loop: true, turns: [turn(...Array.from({ length: 5000 }, (_, i) => [{ thinking: `t${i}` }, text(`row ${i}`)]).flat(), text(' END-OF-ROWS'))] },
 }
