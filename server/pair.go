@@ -215,7 +215,7 @@ func (s *Server) servePair(w http.ResponseWriter, r *http.Request) {
 		plainText(w, http.StatusForbidden, "Forbidden: origin not allowed")
 		return
 	}
-	ip := remoteIP(r)
+	ip := s.clientIP(r) // behind a --trusted-proxy: the browser's address, not the proxy's
 	d, ok := s.pairs.begin(ip)
 	if !ok {
 		w.Header().Set("Retry-After", strconv.Itoa(int(d.Seconds())+1))
@@ -287,6 +287,7 @@ func (s *Server) pairFailed(w http.ResponseWriter, ip string) {
 // pairRefusal answers a code that cannot be redeemed, whatever the reason.
 const pairRefusal = "Unknown, used or expired pairing code. Ask the operator for a new one (zidane-server pair)."
 
+// remoteIP is the request's TCP peer address (clientIP reads a trusted proxy's headers).
 func remoteIP(r *http.Request) string {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {

@@ -235,3 +235,69 @@ func TestProtocolDocumentsAreNosniff(t *testing.T) {
 		assert.Equal(t, "nosniff", resp.Header.Get("X-Content-Type-Options"), p)
 	}
 }
+
+// pairPost posts a pairing body to the server with the given headers and returns the status.
+func pairPost(t *testing.T, url, body string, hdr map[string]string) int {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url+"/zidane/pair", bytes.NewBufferString(body))
+	require.NoError(t, err)
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// TestPairingLockoutPerClientBehindTrustedProxy: with --trusted-proxy covering the proxy's
+// address (the test server's peer is 127.0.0.1, as behind a loopback proxy), wrong codes lock out
+// the client X-Forwarded-For names, not every browser behind the proxy; the part of the header
+// left of the proxy's own entry is the client's to forge and does not escape the lockout.
+func TestPairingLockoutPerClientBehindTrustedProxy(t *testing.T) {
+	proxies, err := ParseTrustedProxies([]string{"127.0.0.1/32,10.0.0.0/8"})
+	require.NoError(t, err)
+	e := newEnv(t, func(c *Config) { c.TrustedProxies = proxies })
+	e.srv.pairs.unit = time.Millisecond
+	wrong := `{"code":"ZZZZ-ZZZZ","name":"guess"}`
+	xff := func(v string) map[string]string { return map[string]string{"X-Forwarded-For": v} }
+	var last int
+	for i := 0; i < pairBlockAfter+1; i++ {
+		// The attacker forges a left part; the proxy appended the address it saw, 203.0.113.7.
+		last = pairPost(t, e.hs.URL, wrong, xff(fmt.Sprintf("198.51.100.%d, 203.0.113.7", i)))
+	}
+	require.Equal(t, http.StatusTooManyRequests, last)
+	assert.Equal(t, http.StatusTooManyRequests, pairPost(t, e.hs.URL, wrong, xff("203.0.113.7, 10.1.2.3")),
+		"a trusted hop right of the client is skipped: still the attacker's address")
+
+	good, _, err := e.st.CreatePairingCode(context.Background(), "chat", time.Minute, 0)
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusUnauthorized, pairPost(t, e.hs.URL, wrong, map[string]string{"Forwarded": `for="[2001:db8::1]:4711";proto=https`}),
+		"another client (Forwarded) is not locked out")
+	assert.Equal(t, http.StatusOK, pairPost(t, e.hs.URL, `{"code":"`+good+`","name":"phone"}`, xff("203.0.113.8")),
+		"another browser behind the same proxy pairs")
+}
+
+// TestPairingIgnoresForwardedWithoutTrustedProxy: without --trusted-proxy the headers are never
+// read, so a forged X-Forwarded-For per request does not escape the lockout of the TCP peer.
+func TestPairingIgnoresForwardedWithoutTrustedProxy(t *testing.T) {
+	e := newEnv(t, nil)
+	e.srv.pairs.unit = time.Millisecond
+	var last int
+	for i := 0; i < pairBlockAfter+1; i++ {
+		last = pairPost(t, e.hs.URL, `{"code":"ZZZZ-ZZZZ","name":"guess"}`, map[string]string{"X-Forwarded-For": fmt.Sprintf("198.51.100.%d", i), "Forwarded": fmt.Sprintf("for=198.51.101.%d", i)})
+	}
+	require.Equal(t, http.StatusTooManyRequests, last)
+	good, _, err := e.st.CreatePairingCode(context.Background(), "chat", time.Minute, 0)
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusTooManyRequests, pairPost(t, e.hs.URL, `{"code":"`+good+`","name":"phone"}`, map[string]string{"X-Forwarded-For": "203.0.113.99"}))
+}
+
+func TestParseTrustedProxies(t *testing.T) {
+	p, err := ParseTrustedProxies([]string{"127.0.0.1/32, 10.0.0.0/8", "::1", "::ffff:192.168.0.0/112"})
+	require.NoError(t, err)
+	assert.Equal(t, "[127.0.0.1/32 10.0.0.0/8 ::1/128 192.168.0.0/16]", fmt.Sprint(p))
+	_, err = ParseTrustedProxies([]string{"127.0.0.1/32,proxy.local"})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `--trusted-proxy "proxy.local": give a CIDR range`)
+}

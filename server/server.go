@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"strings"
@@ -143,6 +144,11 @@ type Config struct {
 	// loopback address may carry, beside the loopback names (the DNS-rebinding defence,
 	// docs/security.md "Host check"); for instance the public name a reverse proxy forwards.
 	AllowedHosts []string
+	// TrustedProxies are the reverse proxies (--trusted-proxy) whose X-Forwarded-For or
+	// Forwarded header names the client: a request whose TCP peer is in one of these ranges
+	// counts against that client's address (pairing lockouts, connections per address) instead
+	// of the proxy's. Empty: the TCP peer always, the headers ignored.
+	TrustedProxies []netip.Prefix
 	// DataDir is shown in adminCommands so an operator can mint an admin token.
 	DataDir string
 	// DatabaseURL, when set, is passed to adminCommands instead of DataDir.
@@ -836,7 +842,7 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request) {
 		refuseAuth(w, status, "Unauthorized")
 		return
 	}
-	release, err := s.bounds.acquire(tok.ID, remoteIP(r))
+	release, err := s.bounds.acquire(tok.ID, s.clientIP(r))
 	if err != nil {
 		plainText(w, http.StatusTooManyRequests, "Too Many Requests: "+err.Error()+".")
 		return

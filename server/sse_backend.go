@@ -120,7 +120,7 @@ type sseStreams struct {
 // connection bounds, and ends with its token or the server.
 func (b sseBackend) Open(c sse.Caller, r *http.Request) (context.Context, func(), error) {
 	tok := tokenOf(c)
-	rel, err := b.s.bounds.acquire(tok.ID, remoteIP(r))
+	rel, err := b.s.bounds.acquire(tok.ID, b.s.clientIP(r))
 	if err != nil {
 		return nil, nil, err
 	}

@@ -3,6 +3,7 @@
 //	zidane-server start [--listen 127.0.0.1:4380] [--data-dir DIR] [--database-url URL]
 //	                    [--workspace-root DIR]... [--allowed-origin ORIGIN]... [--allowed-host HOST]...
 //	                    [--tls-cert FILE --tls-key FILE] [--debug-listen ADDR] [--unix-socket PATH]
+//	                    [--trusted-proxy CIDR]...
 //	zidane-server token create --name NAME --scope chat|admin|machine
 //	zidane-server token list
 //	zidane-server token revoke NAME
@@ -245,6 +246,7 @@ func startCmd() *cobra.Command {
 	var terminalSandbox string
 	var cloneSchemes []string
 	var allowedHosts []string
+	var trustedProxies []string
 	var debugListen, tlsCert, tlsKey string
 	var tokenRecheck time.Duration
 	var model, configPath string
@@ -299,6 +301,10 @@ func startCmd() *cobra.Command {
 				}
 				sb.TerminalPolicy = tp
 			}
+			proxies, err := server.ParseTrustedProxies(trustedProxies)
+			if err != nil {
+				return err
+			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			db.resolve()
@@ -352,6 +358,7 @@ func startCmd() *cobra.Command {
 			if db.databaseURL != "" {
 				cfg.DatabaseURL = db.databaseURL
 			}
+			cfg.TrustedProxies = proxies
 			cfg.NATSURL, cfg.NATSStream = natsURL, natsStream
 			cfg.ReplicaID, cfg.LeaseTTL, cfg.LeaseHeartbeat = replicaID, leaseTTL, leaseHeartbeat
 			if cfg.ReplicaID == "" { // the same across restarts on this data dir, distinct per data dir
@@ -474,6 +481,7 @@ func startCmd() *cobra.Command {
 	cmd.Flags().StringVar(&credentialKeyFile, "credential-key-file", "", "key of the encrypted credential store (MCP sign-ins, provider keys), created 0600 if missing; replicas sharing a database share it (default <data-dir>/credential.key)")
 	cmd.Flags().StringVar(&publicURL, "public-url", "", "the address browsers reach the server by, e.g. https://zidane.example.com; an https one lets MCP sign-ins use a Client ID Metadata Document at <public-url>/zidane/oauth/client.json")
 	cmd.Flags().StringArrayVar(&allowedHosts, "allowed-host", nil, "extra Host name (name or name:port) accepted on a loopback listener, e.g. the public name a reverse proxy forwards (repeatable; see docs/security.md)")
+	cmd.Flags().StringArrayVar(&trustedProxies, "trusted-proxy", nil, "reverse proxy address or CIDR range (repeatable or comma-separated, e.g. 127.0.0.1/32): a request from it counts against the client its X-Forwarded-For (or Forwarded) header names, for the pairing lockout and --max-conns-per-address (default none: the TCP peer, headers ignored)")
 	cmd.Flags().DurationVar(&tokenRecheck, "token-recheck", 30*time.Second, "how often open connections' and cached tokens are re-checked in the database (in case a revocation notice was lost), and how long a verified token stays cached")
 	cmd.Flags().StringVar(&natsURL, "nats-url", "", "NATS server with JetStream (nats://host:4222): signals, $seq and the replay log shared by every replica on the same --database-url (docs/scaling.md); default the in-process hub, one server per database")
 	cmd.Flags().StringVar(&natsStream, "nats-stream", "zidane-signals", "JetStream stream of the signals with --nats-url (its key-value bucket is <name>-seq); every replica of a deployment names the same")
