@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"net/http"
 	"net/url"
@@ -242,7 +244,10 @@ func TestFieldCase_T03_HiddenThroughLinksGitAndMedia(t *testing.T) {
 		assert.NotContains(t, []string{"creds.txt", "secret.png"}, f.Path, "git.commit does not name a hidden file")
 	}
 
-	ticket := strings.Repeat("t03-media-ticket-", 3)
+	b := make([]byte, 24) // a media ticket as clients make one: crypto-random bytes, base64url
+	_, err = rand.Read(b)
+	require.NoError(t, err)
+	ticket := base64.RawURLEncoding.EncodeToString(b)
 	c.result("files.mediaTicket", map[string]any{"ticket": ticket}, nil)
 	get := func(name, side string) int {
 		q := url.Values{"ticket": {ticket}, "cwd": {repo}, "path": {name}}

@@ -3,6 +3,8 @@ package server
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"image"
@@ -280,6 +282,14 @@ func mediaGet(t *testing.T, hs *httptest.Server, q string, hdr map[string]string
 	return resp, b
 }
 
+// randomTicket is a media ticket as clients should make one: 24 crypto-random bytes, base64url.
+func randomTicket(t *testing.T) string {
+	b := make([]byte, 24)
+	_, err := rand.Read(b)
+	require.NoError(t, err)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
 func mq(ticket, cwd, p string, extra ...string) string {
 	v := "ticket=" + ticket + "&cwd=" + urlq(cwd) + "&path=" + urlq(p)
 	for _, e := range extra {
@@ -312,9 +322,19 @@ func TestMediaOverHTTP(t *testing.T) {
 	require.NoError(t, big.Close())
 
 	e, c := filesEnv(t, root, nil)
-	ticket := strings.Repeat("Ab3_-", 8)
+	ticket := randomTicket(t)
 	c.result("files.mediaTicket", fmt.Sprintf(`{"ticket":%q}`, ticket))
 	require.Equal(t, -32602, errCode(c.call("files.mediaTicket", `{"ticket":"short"}`)))
+	// A ticket of the right length and characters that is evidently not random is refused too
+	// (a break-it report: "aaaa…" was a valid ticket), saying how to make one.
+	for _, weak := range []string{strings.Repeat("a", 32), strings.Repeat("Ab3_-", 8), "abcdefghijklmnopqrstuvwxyzABCDEF", strings.Repeat("t03-media-ticket-", 3)} {
+		m := c.call("files.mediaTicket", fmt.Sprintf(`{"ticket":%q}`, weak))
+		require.Equal(t, -32602, errCode(m), weak)
+		require.Contains(t, errMsg(m), "the ticket is not random", weak)
+		require.Contains(t, errMsg(m), "make it from crypto-random bytes, e.g. 24 random bytes base64url-encoded", weak)
+		resp, _ := mediaGet(t, e.hs, mq(weak, root, "pic.png"), nil)
+		require.Equal(t, http.StatusUnauthorized, resp.StatusCode, "a refused ticket lets nothing in: %s", weak)
+	}
 
 	resp, b := mediaGet(t, e.hs, mq(ticket, root, "pic.png"), nil)
 	require.Equal(t, 200, resp.StatusCode)
@@ -401,7 +421,7 @@ func TestMediaGitSides(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(root, "pic.png"), nb.Bytes(), 0o644))
 
 	e, c := filesEnv(t, root, nil)
-	ticket := strings.Repeat("k", 32)
+	ticket := randomTicket(t)
 	c.result("files.mediaTicket", fmt.Sprintf(`{"ticket":%q}`, ticket))
 	resp, b := mediaGet(t, e.hs, mq(ticket, root, "pic.png", "side=old"), nil)
 	require.Equal(t, 200, resp.StatusCode)
@@ -589,7 +609,7 @@ func TestGitDataOutsideTheRoots(t *testing.T) {
 		msgs = append(msgs, strings.ReplaceAll(errMsg(m), dir, "D"))
 	}
 	require.Equal(t, msgs[0], msgs[3], "a .git file that leads nowhere answers like one that leads out")
-	ticket := strings.Repeat("m", 32)
+	ticket := randomTicket(t)
 	c.result("files.mediaTicket", fmt.Sprintf(`{"ticket":%q}`, ticket))
 	resp, _ := mediaGet(t, e.hs, mq(ticket, alt, "s.png", "side=old"), nil)
 	require.Equal(t, 404, resp.StatusCode)
@@ -630,4 +650,24 @@ func TestSharedStateFitsOneAnswer(t *testing.T) {
 		}
 	}
 	require.Len(t, b.result("sidebar.getViews", `{}`)["views"], 69)
+}
+
+// TestWeakTicketPassesRandomTickets: the weak-ticket checks refuse no ticket made from crypto-random
+// bytes, in the SDK's shape (32 bytes base64url), the shortest (24 bytes) and 32 hex digits (a
+// UUID's), and say why for the patterns a person or a test types.
+func TestWeakTicketPassesRandomTickets(t *testing.T) {
+	for i := 0; i < 20000; i++ {
+		b := make([]byte, 32)
+		_, err := rand.Read(b)
+		require.NoError(t, err)
+		for _, tk := range []string{base64.RawURLEncoding.EncodeToString(b), base64.RawURLEncoding.EncodeToString(b[:24])} {
+			require.Empty(t, weakTicket(tk), tk)
+		}
+		if i < 1000 { // 32 hex digits: refused with probability ~3.5e-8 each
+			require.Empty(t, weakTicket(fmt.Sprintf("%x", b[:16])), "%x", b[:16])
+		}
+	}
+	require.Equal(t, "it has only 1 distinct characters", weakTicket(strings.Repeat("a", 32)))
+	require.Equal(t, "it repeats a block of 9 characters", weakTicket(strings.Repeat("0123xyzAB", 4)))
+	require.Equal(t, "it runs through consecutive characters", weakTicket("abcdefghijklmnopqrstuvwxyzABCDEF"))
 }

@@ -40,8 +40,64 @@ func newMediaTickets() *mediaTickets {
 	return &mediaTickets{tickets: map[string]*conn{}, byConn: map[*conn][]string{}}
 }
 
+// Tickets that are evidently not random are refused (files.mediaTicket's schema asks for a random
+// ticket; a guessable one lets anyone who can reach the server read the workspace's media while the
+// connection is open). weakTicket's checks are cheap and refuse what a person or a test types —
+// "aaaa…", "Ab3_-Ab3_-…", "abcdefgh…" — but essentially never a ticket drawn from crypto-random
+// bytes. For a random 32-character ticket (the shortest allowed):
+//
+//   - fewer than minTicketDistinct (8) distinct characters: over the 64 URL-safe symbols
+//     (base64url, what the TS SDK sends) P = Σ_{k<8} C(64,k)·S(32,k)·k!/64^32 ≈ 1.0e-22 (S: Stirling
+//     numbers of the second kind); over 16 symbols (hex, e.g. a UUID without its dashes)
+//     ≈ 3.5e-8. A threshold of 12 would refuse 1.7% of random 32-digit hex tickets, which v16
+//     clients may send, so it is 8;
+//   - a repetition of a block of at most half its length: P = Σ_{p≤16} m^-(32-p) < 2·m^-16,
+//     1.1e-19 for m = 16 symbols, 2.5e-29 for 64;
+//   - at least 3/4 of its neighbouring characters one byte value apart (a run such as "abcd" or
+//     "9876"): each pair is with probability at most 2/m, so P ≤ C(31,24)·(2/m)^24, below 1e-15
+//     for m ≥ 16.
+//
+// Together a random base64url ticket is refused with probability about 1e-22, a random hex one
+// about 3.5e-8; longer tickets less often.
+const minTicketDistinct = 8
+
+// weakTicket says why a ticket is evidently not random, or "" when it may be.
+func weakTicket(t string) string {
+	n := len(t)
+	var seen [256]bool
+	distinct := 0
+	for i := 0; i < n; i++ {
+		if !seen[t[i]] {
+			seen[t[i]] = true
+			distinct++
+		}
+	}
+	if distinct < minTicketDistinct {
+		return fmt.Sprintf("it has only %d distinct characters", distinct)
+	}
+	for p := 1; p <= n/2; p++ {
+		if t[p:] == t[:n-p] {
+			return fmt.Sprintf("it repeats a block of %d characters", p)
+		}
+	}
+	steps := 0
+	for i := 1; i < n; i++ {
+		if d := int(t[i]) - int(t[i-1]); d == 1 || d == -1 {
+			steps++
+		}
+	}
+	if 4*steps >= 3*(n-1) {
+		return "it runs through consecutive characters"
+	}
+	return ""
+}
+
 // register adds a ticket for c; a connection holds at most maxMediaTickets (the oldest goes).
 func (m *mediaTickets) register(c *conn, ticket string) error {
+	if why := weakTicket(ticket); why != "" {
+		return protocol.NewInvalidParamsError("params/ticket: the ticket is not random ("+why+"); make it from crypto-random bytes, e.g. 24 random bytes base64url-encoded (32 characters).",
+			&protocol.InvalidParamsErrorData{Pointer: "/ticket"})
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if other, ok := m.tickets[ticket]; ok {

@@ -131,7 +131,7 @@ func TestFieldCase_T09_SpecialFilesNeverHang(t *testing.T) {
 	assert.Equal(t, os.ModeNamedPipe, fi.Mode().Type(), "the FIFO is left as it was")
 
 	// (e) Media: every GET of a FIFO answers at once, none stays blocked.
-	ticket := strings.Repeat("Zt9_-", 8)
+	ticket := randomTicket(t)
 	c.result("files.mediaTicket", fmt.Sprintf(`{"ticket":%q}`, ticket))
 	hc := &http.Client{Timeout: 3 * time.Second}
 	start := time.Now()
@@ -361,7 +361,7 @@ func TestFieldCase_T09_GitAlternatesFIFO(t *testing.T) {
 	m := c.call("git.log", fmt.Sprintf(`{"cwd":%q}`, repo))
 	require.Equal(t, -32014, errCode(m), "%v", m)
 	assert.Contains(t, errMsg(m), "outside the workspace roots", "an unreadable alternates is refused, not guessed")
-	ticket := strings.Repeat("Fq7_-", 8)
+	ticket := randomTicket(t)
 	c.result("files.mediaTicket", fmt.Sprintf(`{"ticket":%q}`, ticket))
 	resp, _ := mediaGet(t, e.hs, mq(ticket, repo, "p.png", "side=new"), nil)
 	assert.Equal(t, 404, resp.StatusCode)
