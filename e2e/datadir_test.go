@@ -127,8 +127,11 @@ func TestBannerPairLineNamesTheDataDir(t *testing.T) {
 	pair := exec.CommandContext(ctx, serverBin, args[1:]...) // as printed, with this test's binary
 	// No ZIDANE_SERVER_HOME, no DATABASE_URL: another terminal.
 	pair.Env = env(true)
+	var stderr strings.Builder
+	pair.Stderr = &stderr
 	out, err := pair.Output()
 	require.NoError(t, err, "%s", out)
+	assert.NotContains(t, stderr.String(), "warning:", "a server runs on the data dir: no warning")
 	code := strings.TrimSpace(string(out))
 	resp, err := http.Post("http://"+srv.addr+"/zidane/pair", "application/json", strings.NewReader(fmt.Sprintf(`{"code":%q,"name":"printed"}`, code)))
 	require.NoError(t, err)
@@ -136,4 +139,34 @@ func TestBannerPairLineNamesTheDataDir(t *testing.T) {
 	resp.Body.Close()
 	assert.Equal(t, http.StatusOK, resp.StatusCode, "the printed command's code pairs at this server: %s", body)
 	assert.Contains(t, string(body), "zds_")
+}
+
+// TestOperatorCommandsWarnOnAnUnusedDataDir: pair and token create on a data dir no server runs on
+// (no live daemon.json) succeed, since a server may start there later, but say on stderr that the
+// code or token works only with a server on that data dir and how to name the right one: a fresh
+// user's pair on the default data dir gave a code the server they ran (ZIDANE_SERVER_HOME) refused.
+func TestOperatorCommandsWarnOnAnUnusedDataDir(t *testing.T) {
+	data, err := os.MkdirTemp("/tmp", "zd") // short: the managed Postgres' socket lives there
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(data) })
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	for _, c := range []struct {
+		args []string
+		what string
+		out  string
+	}{
+		{[]string{"pair", "--data-dir", data}, "the pairing code", "-"},
+		{[]string{"token", "create", "--name", "cli", "--data-dir", data}, "the token", "zds_"},
+	} {
+		cmd := exec.CommandContext(ctx, serverBin, c.args...)
+		cmd.Env = env(true) // no DATABASE_URL: the data dir's managed Postgres
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		require.NoError(t, err, "%v: %s", c.args, stderr.String())
+		assert.Contains(t, string(out), c.out, "%v still prints its result", c.args)
+		assert.Contains(t, stderr.String(), "warning: no zidane-server is running on data dir "+data+" (no live daemon.json there): "+c.what+" is stored in that data dir's database", c.args)
+		assert.Contains(t, stderr.String(), "--data-dir DIR, or ZIDANE_SERVER_HOME=DIR", c.args)
+	}
 }

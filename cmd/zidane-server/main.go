@@ -753,6 +753,7 @@ func tokenCmd() *cobra.Command {
 			}
 			fmt.Fprintf(os.Stderr, "created %s token %q; it is shown only once:\n", t.Scope, t.Name)
 			fmt.Println(plain)
+			warnNoServer(&db, "the token")
 			return nil
 		},
 	}
@@ -812,6 +813,30 @@ func tokenCmd() *cobra.Command {
 	return cmd
 }
 
+// warnNoServer warns on stderr, after token create or pair stored what, when no server runs on
+// the data dir whose managed Postgres holds it (no live daemon.json): a server the user runs on
+// another data dir has its own database and would refuse it (README "A second server beside the
+// first"). Still a success: a server may start on this data dir later. With --database-url the
+// database is named, whichever data dir its servers use: no warning.
+func warnNoServer(f *dbFlags, what string) {
+	if f.databaseURL != "" {
+		return
+	}
+	if _, err := client.ReadDaemonFile(f.dataDir); err == nil {
+		return
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "warning: no zidane-server is running on data dir %s (no live %s there): %s is stored in that data dir's database and works only with a server started on it.\n",
+		f.dataDir, client.DaemonFileName, what)
+	if def := client.DefaultDataDir(); filepath.Clean(def) != filepath.Clean(f.dataDir) {
+		if d, err := client.ReadDaemonFile(def); err == nil {
+			fmt.Fprintf(&b, "  a server runs on data dir %s (pid %d, %s).\n", def, d.PID, d.URL)
+		}
+	}
+	b.WriteString("  For the server you run, pass its data dir (the one its start banner's pair line names): --data-dir DIR, or ZIDANE_SERVER_HOME=DIR.\n")
+	os.Stderr.WriteString(b.String())
+}
+
 // maxTokenName is the longest token name, in characters, that token create and pairing take.
 const maxTokenName = 200
 
@@ -849,6 +874,7 @@ func pairCmd() *cobra.Command {
 				server = "http" + strings.TrimPrefix(d.URL, "ws")
 			}
 			fmt.Fprintf(os.Stderr, "redeem: curl -X POST %s/zidane/pair -d '{\"code\":\"%s\",\"name\":\"my-laptop\"}'\n", server, code)
+			warnNoServer(&db, "the pairing code")
 			return nil
 		},
 	}
