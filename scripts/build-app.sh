@@ -17,6 +17,6 @@ fi
 if [ -f "$out" ] && [ -z "$(find sdk-ts/app sdk-ts/src sdk-ts/package.json sdk-ts/package-lock.json -newer "$out" -type f -print -quit 2>/dev/null)" ]; then
   exit 0
 fi
-scripts/bootstrap.sh --ts
+scripts/bootstrap.sh --app # sdk-ts's node_modules only: the e2e test programs are make test's
 echo "build-app: building the web app into server/webapp/dist" >&2
 (cd sdk-ts && npm run --silent build:app)
