@@ -6,7 +6,8 @@
 // shows under its task call (children.tsx), each prompt has a turn menu (turn-menu.tsx), a
 // compaction is a marked block, and focusTurnId scrolls to a turn (a search result's). Names of
 // existing files in answers and tool rows are path chips opening a file viewer, and the images a
-// tool row names show through media tickets (paths.tsx, media.tsx).
+// tool row names show through media tickets (paths.tsx, media.tsx); the images an MCP tool's result
+// carries show inline under its row (result-media.tsx).
 import { measureElement as measureRowElement, useVirtualizer, type Virtualizer } from '@tanstack/react-virtual'
 import { createContext, memo, useCallback, useContext, useEffect, useLayoutEffect, useMemo, useRef, useState, type ReactNode } from 'react'
 import type { HistoryRollbackResult, Session, StreamEvent, ToolEvent, ToolResultEvent } from '../protocol.js'
@@ -17,6 +18,7 @@ import { useSessionEvents, useSessionInterrupted, useSessionPage, useSessionRunn
 import { Markdown } from './markdown.js'
 import { PromptAttachments } from './attachments.js'
 import { PathChips, PathText, ToolMedia } from './paths.js'
+import { ResultMedia } from './result-media.js'
 
 /** One shown row: an event, or a tool call with its result. */
 export type TranscriptRow = { readonly event: StreamEvent; readonly result?: ToolResultEvent }
@@ -90,6 +92,7 @@ const ToolRow = memo(function ToolRow({ event, result }: { event: ToolEvent; res
       {result?.diff ? <DiffView diff={result.diff} label={`Diff of ${event.tool}`} /> : null}
       {result && <pre className={result.isError ? 'zd-pre zd-error-text' : 'zd-pre'}><PathText text={result.text} /></pre>}
     </details>
+    {result?.media && result.media.length > 0 ? <ResultMedia tool={event.tool} media={result.media} /> : null}
     <ToolMedia texts={result ? [inputText(event.input), result.text] : [inputText(event.input)]} />
     </>
   )
@@ -131,6 +134,7 @@ export const TranscriptItem = memo(function TranscriptItem({ row }: { row: Trans
         <div className="zd-row">
           {e.diff ? <DiffView diff={e.diff} /> : null}
           <pre className={e.isError ? 'zd-pre zd-error-text' : 'zd-pre'}><PathText text={e.text} /></pre>
+          {e.media && e.media.length > 0 ? <ResultMedia tool={e.tool} media={e.media} /> : null}
           <ToolMedia texts={[e.text]} />
         </div>
       )
@@ -184,17 +188,23 @@ function sizeClass(row: TranscriptRow, m: RowMetrics): { kind: string; cls: stri
   const e = row.event
   let text: string
   switch (e.kind) {
-    case 'thinking':
     case 'tool':
+      // A result's media show under the row: its height is not the class's.
+      if (row.result?.media && row.result.media.length > 0) return { kind: e.kind, cls: undefined, lines: 1 }
+      return { kind: e.kind, cls: e.kind, lines: 1 }
+    case 'thinking':
     case 'compaction':
       return { kind: e.kind, cls: e.kind, lines: 1 }
     case 'user-prompt':
       if ((e.attachments && e.attachments.length > 0) || e.command !== undefined) return { kind: e.kind, cls: undefined, lines: textLines(e.text, m.cpl) }
       text = e.text
       break
+    case 'tool-result':
+      if (e.media && e.media.length > 0) return { kind: e.kind, cls: undefined, lines: textLines(e.text, m.cpl) }
+      text = e.text
+      break
     case 'markdown':
     case 'run-summary':
-    case 'tool-result':
       text = e.text
       break
     case 'error':
@@ -227,12 +237,13 @@ function styledEstimate(kind: string, lines: number, m: RowMetrics): number {
 class RowSizes {
   metrics: RowMetrics = { line: 22.5, font: 15, cpl: 90 }
   private readonly learned = new Map<string, number>()
-  private classes = new WeakMap<StreamEvent, { kind: string; cls: string | undefined; lines: number }>()
+  private classes = new WeakMap<StreamEvent, { kind: string; cls: string | undefined; lines: number; result: ToolResultEvent | undefined }>()
 
   classOf(row: TranscriptRow): { kind: string; cls: string | undefined; lines: number } {
     let c = this.classes.get(row.event)
-    if (c === undefined) {
-      c = sizeClass(row, this.metrics)
+    // A tool row's class depends on its result too (its media), which may come later.
+    if (c === undefined || c.result !== row.result) {
+      c = { ...sizeClass(row, this.metrics), result: row.result }
       this.classes.set(row.event, c)
     }
     return c
