@@ -16,7 +16,7 @@ import { createSseHandler, toNodeHandler } from '../src/server/index.js'
 import type { Database, ServerProcess } from '../test/helpers/server.js'
 import { agentPickerSwitchesToPlan, agentScripts, forkAndRollBackFromTheTurnMenu, searchOpensTheSession, slashCommandRuns, subagentNestedAndApprovedFromParent, writeProjectFiles, type Ctx } from './agents-cases.js'
 import { adminRunsATerminal, chatTokenSeesNoTerminals, type TermCtx } from './terminal-cases.js'
-import { mcpScripts, signInFromTheMcpPage, urlElicitationDoneAndDeclined, type McpCtx } from './mcpweb-cases.js'
+import { mcpScripts, mcpToolImageShowsInline, signInFromTheMcpPage, urlElicitationDoneAndDeclined, type McpCtx } from './mcpweb-cases.js'
 import { chipScripts, pathChipOpensTheFile, sidebarSharedAcrossPages, type ChipsCtx } from './chips-cases.js'
 import { exactCommand, exampleDir, FakeOpenAI, freePort, launchBrowser, repo, serveStatic, sseExampleDir, shotsDir, startServer, streamPieces } from './harness.js'
 
@@ -408,9 +408,10 @@ describe('web app in Chromium', () => {
   })
 
   // Issue 23's sign-in and URL elicitation (mcpweb-cases.ts).
-  const mcpCtx = (): McpCtx => ({ browser, page, base, mintToken: (n, s) => server.mintToken(n, s), newSession, send, watch, axe })
+  const mcpCtx = (): McpCtx => ({ browser, page, base, mintToken: (n, s) => server.mintToken(n, s), newSession, send, watch, axe, problems })
   test('MCP sign-in in browser mode: Sign in, the authorization server redirects to /zidane/oauth/callback, the row says signed in, Test lists its tools', () => signInFromTheMcpPage(mcpCtx()))
   test("an MCP server's URL elicitation: the address as text and a noopener link; Done and Decline reach the server", () => urlElicitationDoneAndDeclined(mcpCtx()))
+  test("an MCP tool's image result (server-everything's get-tiny-image) shows as an img from a data: URL, decoded, and again after a reload", () => mcpToolImageShowsInline(mcpCtx()))
 
   test('kill and restart the server: the app reconnects and reloads', async () => {
     // Its own session: the cases before it leave the page wherever they ended.

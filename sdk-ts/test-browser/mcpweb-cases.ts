@@ -14,7 +14,7 @@ const turn = (...steps: Record<string, unknown>[]) => ({ steps })
 /** The address server-everything's trigger-url-elicitation asks the person to open. */
 const elicitAddress = 'https://auth.example.test/connect?session=web'
 
-/** The scripted provider elicitUrl: calls server-everything's trigger-url-elicitation (the "elicit" server of app.test.ts) each prompt, then says so. */
+/** The scripted providers: elicitUrl calls server-everything's trigger-url-elicitation (the "elicit" server of app.test.ts) each prompt, then says so; tinyImage calls its get-tiny-image (an image content block, a PNG). */
 export const mcpScripts: Record<string, unknown> = {
   elicitUrl: {
     loop: true,
@@ -22,6 +22,10 @@ export const mcpScripts: Record<string, unknown> = {
       turn({ tool: { name: 'mcp__elicit__trigger-url-elicitation', arguments: { url: elicitAddress, message: 'Connect the test account.', elicitationId: 'web-1' }, id: 'u1' } }),
       turn({ text: 'URL elicited.' }),
     ],
+  },
+  tinyImage: {
+    loop: true,
+    turns: [turn({ tool: { name: 'mcp__elicit__get-tiny-image', arguments: {}, id: 'i1' } }), turn({ text: 'Image fetched.' })],
   },
 }
 
@@ -37,6 +41,8 @@ export interface McpCtx {
   /** Records what a page may not do (app.test.ts's watch). */
   watch(p: Page): void
   axe(p: Page, view: string): Promise<void>
+  /** What the watched pages did that they may not (emptied by a case that checks it). */
+  problems: string[]
 }
 
 const transcript = (p: Page) => p.getByRole('log', { name: 'Transcript' })
@@ -134,4 +140,38 @@ export async function urlElicitationDoneAndDeclined({ page, newSession, send }: 
   }
   const text = (await transcript(page).textContent()) ?? ''
   assert.equal(text.split('URL elicited.').length - 1, 2, 'both tool calls completed and the runs went on')
+}
+
+/**
+ * An MCP tool's image result in the transcript: server-everything's get-tiny-image returns a PNG
+ * content block; the tool row shows it as an <img> from a data:image/png URL (the page's CSP,
+ * img-src 'self' data: blob:, lets it load), decoded (naturalWidth > 0), alt text naming the
+ * tool, visible with the row collapsed; after a reload it shows again from the stored event, and
+ * the page asked no other origin for anything and logged no error (a CSP violation is one).
+ */
+export async function mcpToolImageShowsInline({ page, newSession, send, axe, problems }: McpCtx): Promise<void> {
+  problems.length = 0
+  await newSession(page, 'tinyImage/scripted')
+  await send(page, 'Fetch the tiny image.')
+  const approval = page.getByRole('dialog', { name: 'Approval' })
+  await approval.waitFor()
+  await approval.getByRole('button', { name: 'Allow', exact: true }).click()
+  await transcript(page).getByText('Image fetched.').waitFor({ timeout: 20_000 })
+  await idle(page)
+  const shown = async () => {
+    const img = transcript(page).getByRole('list', { name: 'Media from mcp__elicit__get-tiny-image' }).getByRole('img', { name: 'Image from mcp__elicit__get-tiny-image' })
+    await img.waitFor()
+    await img.evaluate((el: HTMLImageElement) => el.decode())
+    return img.evaluate((el: HTMLImageElement) => ({ src: el.src.slice(0, 22), width: el.naturalWidth, height: el.naturalHeight, visible: el.checkVisibility() }))
+  }
+  const live = await shown()
+  assert.equal(live.src, 'data:image/png;base64,')
+  assert.ok(live.width > 0 && live.height > 0, `the PNG decoded: ${live.width}×${live.height}`)
+  assert.equal(live.visible, true, 'shown while the tool row is collapsed')
+  await axe(page, 'tool image')
+  await page.reload()
+  await transcript(page).getByText('Image fetched.').waitFor({ timeout: 20_000 })
+  const stored = await shown()
+  assert.deepEqual(stored, live, 'the stored event shows the same image')
+  assert.deepEqual(problems, [])
 }
