@@ -90,6 +90,9 @@ func TestSecurityHeaders(t *testing.T) {
 			assert.Contains(t, csp, want, p)
 		}
 		assert.NotContains(t, strings.SplitN(strings.SplitN(csp, "script-src", 2)[1], ";", 2)[0], "unsafe", "no inline or eval script")
+		// Images only from the page's origin and inline data (tool results' media, attachments):
+		// nothing remote, so an image in model output loads nothing.
+		assert.Equal(t, " 'self' data: blob:", strings.SplitN(strings.SplitN(csp, "img-src", 2)[1], ";", 2)[0], p)
 		assert.Equal(t, "nosniff", hd.Get("X-Content-Type-Options"), p)
 		assert.Equal(t, "no-referrer", hd.Get("Referrer-Policy"), p)
 		assert.Equal(t, "DENY", hd.Get("X-Frame-Options"), p)

@@ -336,3 +336,24 @@ func TestMCPConnectFailureNamesTheSandbox(t *testing.T) {
 	require.Error(t, err)
 	assert.NotContains(t, err.Error(), "sandbox")
 }
+
+// TestRenderMedia: image and audio blocks, and embedded binary resources of an image or audio
+// type, are media beside a line of text each; an embedded text resource or another binary type
+// is text only.
+func TestRenderMedia(t *testing.T) {
+	res := &sdk.CallToolResult{Content: []sdk.Content{
+		&sdk.TextContent{Text: "here"},
+		&sdk.ImageContent{Data: mcptest.PNG, MIMEType: "image/png"},
+		&sdk.AudioContent{Data: []byte("RIFF"), MIMEType: "audio/wav"},
+		&sdk.EmbeddedResource{Resource: &sdk.ResourceContents{URI: "test://chart.png", MIMEType: "Image/PNG", Blob: mcptest.PNG}},
+		&sdk.EmbeddedResource{Resource: &sdk.ResourceContents{URI: "test://notes", MIMEType: "text/plain", Text: "notes"}},
+		&sdk.EmbeddedResource{Resource: &sdk.ResourceContents{URI: "test://x.zip", MIMEType: "application/zip", Blob: []byte("PK")}},
+	}}
+	r := mcp.Render(res)
+	require.Len(t, r.Media, 3)
+	assert.Equal(t, []string{"image/png", "audio/wav", "Image/PNG"}, []string{r.Media[0].MIMEType, r.Media[1].MIMEType, r.Media[2].MIMEType})
+	assert.Equal(t, mcptest.PNG, r.Media[2].Data)
+	assert.Contains(t, r.Text, "[resource test://chart.png Image/PNG, 67 bytes of binary data]")
+	assert.Contains(t, r.Text, "[resource test://x.zip application/zip, 2 bytes of binary data]")
+	assert.Contains(t, r.Text, "[resource test://notes text/plain]\nnotes")
+}

@@ -20,7 +20,8 @@ type Media struct {
 
 // Rendered is a tool result as the agent keeps it: the text the model reads (text blocks,
 // embedded resources' text, resource links and structured content as JSON, and a line per media
-// block), the media blocks, and whether the tool failed.
+// block), the media blocks (image and audio blocks, and embedded binary resources of an image or
+// audio type), and whether the tool failed.
 type Rendered struct {
 	Text    string
 	Media   []Media
@@ -57,6 +58,11 @@ func Render(res *sdk.CallToolResult) Rendered {
 		case *sdk.EmbeddedResource:
 			if r := c.Resource; r != nil {
 				line(renderContents(r))
+				// An embedded binary image or audio resource travels as media too, so a
+				// client can show it like an image block.
+				if r.Text == "" && len(r.Blob) > 0 && isMedia(r.MIMEType) {
+					out.Media = append(out.Media, Media{MIMEType: r.MIMEType, Data: r.Blob})
+				}
 			}
 		case *sdk.ResourceLink:
 			line(fmt.Sprintf("[resource link %s %q %s]", c.URI, c.Name, c.MIMEType))
@@ -73,6 +79,12 @@ func Render(res *sdk.CallToolResult) Rendered {
 	}
 	out.Text = b.String()
 	return out
+}
+
+// isMedia reports whether a media type is an image or audio type.
+func isMedia(mimeType string) bool {
+	t := strings.ToLower(strings.TrimSpace(mimeType))
+	return strings.HasPrefix(t, "image/") || strings.HasPrefix(t, "audio/")
 }
 
 func renderContents(r *sdk.ResourceContents) string {
