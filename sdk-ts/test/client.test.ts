@@ -448,6 +448,39 @@ test('C09 a half-open socket is detected by the heartbeat and dropped without th
   assert.equal(resumes.at(-1)!.params.afterSeq, 3)
 })
 
+test('C09 a ping answer held behind a backlog of signals is not a dead connection; silence after it is', async (t) => {
+  const fs = await FakeServer.start()
+  t.after(() => fs.close())
+  const log = new Map<string, WireSignal[]>([[A, []]])
+  serveLog(fs, log)
+  // The server queues the answer behind the signals it is sending (as zidane-server's in-order
+  // send queue does): no answer while signals flow.
+  fs.handlers['$/ping'] = () => NO_ANSWER
+  const c = mk(fs.url, { heartbeatMs: 100, pingTimeoutMs: 150, reconnect: { initialMs: 20, maxMs: 40 } })
+  t.after(() => c.close())
+  const transitions = states(c)
+  let got = 0
+  c.onSignal('event', () => got++)
+  await c.ready
+  c.follow(A, { fresh: true })
+  let seq = 0
+  const flow = setInterval(() => {
+    const s = md(A, ++seq)
+    log.get(A)!.push(s)
+    fs.pushAll(s)
+  }, 20)
+  t.after(() => clearInterval(flow))
+  await until(() => fs.requests('$/ping').length === 1, 5000, 'a ping')
+  await realDelay(1000) // over six ping timeouts with the ping unanswered and signals flowing
+  assert.deepEqual(transitions, ['connecting', 'open'], 'no drop while frames arrive')
+  assert.equal(fs.conns.length, 1)
+  assert.ok(got > 10)
+  clearInterval(flow) // now silence: the unanswered ping's deadline declares the connection dead
+  const quietAt = Date.now()
+  await until(() => transitions.includes('retrying'), 5000, 'declared dead after the silence')
+  assert.ok(Date.now() - quietAt < 1500, 'within the heartbeat plus the ping timeout of the last frame')
+})
+
 test('C10 throttled timers do not look like a dead server', async (t) => {
   const fs = await FakeServer.start()
   t.after(() => fs.close())

@@ -274,6 +274,8 @@ export function createServerClient(options: ServerClientOptions): ServerClient {
   let pingTimer: unknown
   let pingDeadline: unknown
   let lastBeat = 0
+  /** When the socket last delivered a frame (clock ms): proof of life while a ping's answer waits behind a backlog. */
+  let lastFrame = 0
 
   let resolveReady!: (h: IPCHelloResult) => void
   let rejectReady!: (e: Error) => void
@@ -523,12 +525,28 @@ export function createServerClient(options: ServerClientOptions): ServerClient {
     pingTimer = clock.setTimeout(beat, heartbeatMs)
   }
 
+  /**
+   * Sends one $/ping and arms its deadline. The answer queues behind every frame sent before it
+   * (the server's send queue is in order), so a page that is still working through a long
+   * backlog of signals gets it late: a frame received within the last pingTimeoutMs proves the
+   * connection alive, and the deadline is re-armed from it. Only a connection silent for
+   * pingTimeoutMs after the ping counts as dead (C09).
+   */
   function ping(g: number) {
     if (pingDeadline !== undefined) return // one ping at a time; its deadline runs from its real send
-    pingDeadline = clock.setTimeout(() => {
-      pingDeadline = undefined
-      fail(g, new ConnectionDroppedError(`No answer to $/ping within ${pingTimeoutMs} ms: the connection is dead.`))
-    }, pingTimeoutMs)
+    const arm = (ms: number) => {
+      pingDeadline = clock.setTimeout(() => {
+        pingDeadline = undefined
+        if (g !== gen) return
+        const quiet = clock.now() - lastFrame
+        if (quiet < pingTimeoutMs) {
+          arm(pingTimeoutMs - quiet)
+          return
+        }
+        fail(g, new ConnectionDroppedError(`No answer to $/ping and no frame within ${pingTimeoutMs} ms: the connection is dead.`))
+      }, ms)
+    }
+    arm(pingTimeoutMs)
     send(g, '$/ping', {}, false).then(
       () => {
         if (g !== gen) return
@@ -600,6 +618,7 @@ export function createServerClient(options: ServerClientOptions): ServerClient {
 
   function onMessage(g: number, data: unknown) {
     if (g !== gen || typeof data !== 'string') return
+    lastFrame = clock.now()
     let msg: { id?: unknown; method?: unknown; params?: unknown; result?: unknown; error?: RpcError }
     try {
       msg = JSON.parse(data) as typeof msg
