@@ -207,6 +207,26 @@ describe('web app in Chromium', () => {
     assert.deepEqual(order, [...order].sort((a, b) => a - b))
   })
 
+  test('a page opened mid-run and a page reloaded mid-run show the run (Stop), and Stop from the new page ends it in both', async () => {
+    const sessionId = await newSession(page, 'slow/scripted')
+    await send(page, 'Run while a page opens.')
+    await waitForText(page, 'Starting a long answer.')
+    const other = await context.newPage()
+    watch(other)
+    // This page never saw the run start: sessions.get's running state turns Stop on.
+    await other.goto(`${base}/s/${encodeURIComponent(sessionId)}`)
+    await waitForText(other, 'Starting a long answer.')
+    await other.getByRole('button', { name: 'Stop' }).waitFor()
+    await other.reload()
+    await other.getByRole('button', { name: 'Stop' }).waitFor()
+    await other.getByRole('button', { name: 'Stop' }).click()
+    await waitIdle(other)
+    await waitIdle(page)
+    const text = (await transcript(other).textContent()) ?? ''
+    assert.equal(text.includes('never shown'), false)
+    await other.close()
+  })
+
   test('approve a write (its content shown) and deny a command (shown exactly)', async () => {
     await newSession(page, 'write/scripted')
     await send(page, 'Write the notes.')
