@@ -31,10 +31,13 @@ function instrument(token: string): void {
   w['mutations'] = []
   w['frames'] = []
   w['longtasks'] = []
+  const closes: string[] = []
+  ;(window as unknown as { closes: string[] }).closes = closes
   const Orig = window.WebSocket
   window.WebSocket = class extends Orig {
     constructor(url: string | URL, protocols?: string | string[]) {
       super(url, protocols)
+      this.addEventListener('close', (e) => closes.push(`${e.code}${e.reason ? ` ${e.reason}` : ''}`))
       this.addEventListener('message', (e) => {
         if (typeof e.data === 'string' && e.data.includes('"streaming":true')) {
           performance.mark('piece')
@@ -124,7 +127,12 @@ async function main(): Promise<void> {
     rows.push({ figure: 'longest task during a 5,000-piece run', value: Math.max(0, ...flood.longtasks), unit: 'ms', op: '<=', target: 50 })
 
     // A 10,000-row transcript: streamed, then opened by a fresh page, then scrolled to the top.
+    // The page's connection must hold through all of it (a close is a drop the user sees).
+    const closed = () => page.evaluate(() => [...(window as unknown as { closes: string[] }).closes])
+    const before = (await closed()).length
     await streamRows(page)
+    const drops = (await closed()).slice(before)
+    rows.push({ figure: `10,000-row run: the page's WebSocket closes while it streams${drops.length ? ` (${drops.join('; ')})` : ''}`, value: drops.length, unit: '', op: '<=', target: 0 })
     const url = page.url()
     const fresh = await context.newPage()
     const t0 = Date.now()
