@@ -341,6 +341,45 @@ func TestClientCase_C09_HalfOpenConnectionIsDropped(t *testing.T) {
 	assert.Equal(t, span(1, 9), r.k.waitSeqs(t, "A", 9))
 }
 
+// TestClientCase_C09_BacklogIsNotDeath: a $/ping answer held behind a stream of signals (the
+// server's in-order send queue) does not drop the connection while frames keep arriving; once
+// they stop, the unanswered ping declares it dead.
+func TestClientCase_C09_BacklogIsNotDeath(t *testing.T) {
+	r := newRig(t, func(o *Options) {
+		o.PingInterval = 50 * time.Millisecond
+		o.PingTimeout = 150 * time.Millisecond
+	})
+	r.fs.set(func() { r.fs.pingLag = time.Hour })
+	conn := r.followed(t, "A", 1)
+	stop := make(chan struct{})
+	flowed := make(chan int64)
+	go func() {
+		seq := int64(1)
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				flowed <- seq
+				return
+			case <-tick.C:
+				seq++
+				conn.push(md("A", seq, "x"))
+			}
+		}
+	}()
+	time.Sleep(time.Second) // over six ping timeouts, each ping unanswered, signals flowing
+	close(stop)
+	n := <-flowed
+	assert.Equal(t, 0, r.st.count(StateReconnecting), "no drop while frames arrive: %v", r.st.list())
+	assert.Equal(t, 1, r.px.Accepted())
+	r.k.waitSeqs(t, "A", int(n))
+	quiet := time.Now()
+	r.fs.conn(t) // silence: the ping's deadline ends the connection and the client reconnects
+	assert.Less(t, time.Since(quiet), 2*time.Second)
+	assert.GreaterOrEqual(t, r.st.count(StateReconnecting), 1)
+}
+
 // TestClientCase_C10_LateTimersDoNotLookDead: a ping answered later than the ping interval but
 // within the timeout counted from its send does not drop the connection.
 func TestClientCase_C10_LateTimersDoNotLookDead(t *testing.T) {

@@ -86,7 +86,8 @@ type Options struct {
 	// PingInterval is how often the client sends $/ping on a live connection; default 20 s.
 	PingInterval time.Duration
 	// PingTimeout is how long a $/ping may go unanswered, counted from when it was sent, before
-	// the connection is declared dead and closed without the close handshake; default 10 s.
+	// the connection is declared dead and closed without the close handshake; a frame received
+	// meanwhile restarts the count from that frame (the answer waits behind a backlog); default 10 s.
 	PingTimeout time.Duration
 	// HostID is the server's hostId saved from an earlier connection; empty means the first
 	// handshake's hostId is saved. A server that answers another hostId is refused

@@ -122,7 +122,13 @@ func (s *fakeServer) serve(w http.ResponseWriter, r *http.Request) {
 			continue
 		case "$/ping":
 			if lag > 0 {
-				go func() { time.Sleep(lag); c.answer(req.ID, `{}`) }()
+				go func() {
+					select {
+					case <-time.After(lag):
+						c.answer(req.ID, `{}`)
+					case <-c.closed: // ends with its connection (goleak)
+					}
+				}()
 			} else {
 				c.answer(req.ID, `{}`)
 			}

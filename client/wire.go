@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
@@ -25,6 +26,8 @@ type wire struct {
 
 	readCtx    context.Context // the reader's; cancelling it closes the connection at once
 	readCancel context.CancelFunc
+
+	lastFrame atomic.Int64 // when the reader last got a frame (UnixNano): proof of life for pingLoop
 
 	mu      sync.Mutex
 	pending map[string]chan response
@@ -130,6 +133,7 @@ func (w *wire) readLoop() {
 			w.ws.CloseNow()
 			return
 		}
+		w.lastFrame.Store(time.Now().UnixNano())
 		var m struct {
 			ID     json.RawMessage `json:"id"`
 			Method string          `json:"method"`
@@ -158,28 +162,50 @@ func (w *wire) readLoop() {
 	}
 }
 
-// pingLoop sends $/ping every PingInterval; an answer missing PingTimeout after the ping was
-// sent declares the connection dead.
+// pingLoop sends $/ping every PingInterval and waits for its answer. The answer queues behind
+// every frame the server sent before it (its send queue is in order), so a client working
+// through a backlog of signals gets it late: a frame read within the last PingTimeout proves
+// the connection alive and the wait goes on. Only a connection silent for PingTimeout after
+// the ping is declared dead (client case C09).
 func (w *wire) pingLoop() {
 	defer w.c.loopWG.Done()
 	t := time.NewTicker(w.c.opts.PingInterval)
 	defer t.Stop()
+	timeout := w.c.opts.PingTimeout
 	for {
 		select {
 		case <-w.dead:
 			return
 		case <-t.C:
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), w.c.opts.PingTimeout)
-		err := w.c.call(ctx, w, protocol.MethodPing, nil, nil)
-		timedOut := ctx.Err() != nil
+		ctx, cancel := context.WithCancel(context.Background())
+		answered := make(chan error, 1)
+		go func() { answered <- w.c.call(ctx, w, protocol.MethodPing, nil, nil) }()
+		sent := time.Now()
+		wait := time.NewTimer(timeout)
+		var err error
+	waiting:
+		for {
+			select {
+			case err = <-answered:
+				break waiting
+			case <-wait.C:
+				last := time.Unix(0, w.lastFrame.Load())
+				if quiet := time.Since(last); last.After(sent) && quiet < timeout {
+					wait.Reset(timeout - quiet)
+					continue
+				}
+				cancel()
+				<-answered
+				w.kill(fmt.Errorf("zidane client: no answer to $/ping and no frame within %s; the connection is dead", timeout))
+				return
+			}
+		}
+		wait.Stop()
 		cancel()
 		var rpcErr *protocol.Error
 		if err != nil && !errors.As(err, &rpcErr) {
-			if timedOut {
-				w.kill(fmt.Errorf("zidane client: no answer to $/ping within %s; the connection is dead", w.c.opts.PingTimeout))
-			}
-			return
+			return // the connection ended (its reader reports why)
 		}
 	}
 }

@@ -62,7 +62,7 @@ export interface ServerClientOptions {
   reconnect?: ReconnectOptions | false
   /** Interval of $/ping while connected, in ms (default 20000; 0 turns the heartbeat off). */
   heartbeatMs?: number
-  /** How long a $/ping may take before the connection counts as dead, in ms (default min(10000, heartbeatMs)). */
+  /** How long a $/ping may take before the connection counts as dead, in ms, counted from the ping or from the last frame received after it, whichever is later (default min(10000, heartbeatMs)). */
   pingTimeoutMs?: number
   /** Bound on one connect attempt (upgrade and ipc.hello), in ms (default 10000). */
   connectTimeoutMs?: number
