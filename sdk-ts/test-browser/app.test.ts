@@ -4,7 +4,8 @@
 // the examples on an in-page run host and on createSseHost (ui-sse, over the SSE protocol).
 // One browser for the whole file; every wait is on the page's state, never a sleep.
 import assert from 'node:assert/strict'
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { execFileSync } from 'node:child_process'
 import { createRequire } from 'node:module'
 import { join } from 'node:path'
 import { after, before, describe, test } from 'node:test'
@@ -376,6 +377,46 @@ describe('web app in Chromium', () => {
     await sessions.getByRole('button', { name: 'To delete' }).waitFor({ state: 'detached' })
     await page.getByRole('heading', { name: 'No session open' }).waitFor()
     await sessions.getByRole('button', { name: 'Seen by the other page.' }).click()
+  })
+
+  test("git panel: the session folder's branch, changed and untracked files, a file's diff, the log; the approval mode set in one page shows in the other", async () => {
+    const git = (...args: string[]) => execFileSync('git', ['-C', server.root, ...args], { stdio: 'pipe' })
+    writeFileSync(join(server.root, 'tracked.txt'), 'one\n')
+    git('init', '-q', '-b', 'trunk')
+    git('-c', 'user.name=T', '-c', 'user.email=t@example.com', 'add', 'tracked.txt')
+    git('-c', 'user.name=T', '-c', 'user.email=t@example.com', 'commit', '-q', '-m', 'the first commit')
+    writeFileSync(join(server.root, 'tracked.txt'), 'one\ntwo <b>bold</b>\n')
+    writeFileSync(join(server.root, 'untracked-note.txt'), 'new\n')
+    try {
+      const sessionId = await newSession(page)
+      await page.getByText('Git', { exact: true }).click()
+      const changed = page.getByRole('list', { name: 'Changed files' })
+      await page.getByText('trunk').waitFor()
+      await changed.getByText('untracked untracked-note.txt').waitFor()
+      await changed.getByRole('button', { name: /tracked\.txt/ }).click()
+      const diff = page.getByLabel('Diff of tracked.txt')
+      await diff.getByText('two <b>bold</b>', { exact: false }).waitFor()
+      assert.equal(await page.locator('b', { hasText: 'bold' }).count(), 0, 'the diff is text, never HTML')
+      await page.getByRole('list', { name: 'Commits' }).getByText('the first commit').waitFor()
+      await axe(page, 'git')
+      await shots(page, 'git')
+      // The approval mode: set here, live in a second page on the session (approval:mode).
+      const other = await context.newPage()
+      watch(other)
+      await other.goto(`${base}/s/${encodeURIComponent(sessionId)}`)
+      const mode = (p: Page) => p.getByLabel('Approval mode')
+      await mode(other).waitFor()
+      const before = await mode(other).inputValue()
+      const next = before === 'locked' ? 'ask' : 'locked'
+      await mode(page).selectOption(next)
+      await other.waitForFunction((v) => [...document.querySelectorAll('label')].find((l) => l.textContent?.startsWith('Approval mode'))?.querySelector('select')?.value === v, next)
+      await mode(page).selectOption(before)
+      await other.close()
+    } finally {
+      rmSync(join(server.root, '.git'), { recursive: true, force: true })
+      rmSync(join(server.root, 'tracked.txt'), { force: true })
+      rmSync(join(server.root, 'untracked-note.txt'), { force: true })
+    }
   })
 
   test('usage page', async () => {
