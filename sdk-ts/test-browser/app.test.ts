@@ -419,6 +419,38 @@ describe('web app in Chromium', () => {
     }
   })
 
+  test('presence: the page declares the session it shows and its focus (presence.set); another client sees it move in presence:changed', async () => {
+    const watcher = createServerClient({ url: server.url, token: server.mintToken('presence-watch'), WebSocket: WebSocket as unknown as WebSocketConstructor, appVersion: 'presence-watch' })
+    type Seen = { sessionId: string; windows: number; focused?: number }
+    let last: Seen[] = []
+    const changed: (() => void)[] = []
+    watcher.onSignal('presence:changed', (sig) => {
+      last = sig.sessions as Seen[]
+      for (const f of changed.splice(0)) f()
+    })
+    const until = async (ok: (s: Seen[]) => boolean, what: string) => {
+      const deadline = Date.now() + 10_000
+      while (!ok(last)) {
+        if (Date.now() > deadline) assert.fail(`presence:changed never showed ${what}: ${JSON.stringify(last)}`)
+        await new Promise<void>((r) => {
+          changed.push(r)
+          setTimeout(r, 500)
+        })
+      }
+    }
+    try {
+      await watcher.ready
+      await page.bringToFront()
+      const first = await newSession(page)
+      const viewed = (id: string) => (s: Seen[]) => s.some((p) => p.sessionId === id && p.windows >= 1 && (p.focused ?? 0) >= 1)
+      await until(viewed(first), `${first} viewed with focus`)
+      const second = await newSession(page)
+      await until((s) => viewed(second)(s) && !s.some((p) => p.sessionId === first && p.windows > 0), `the view moved from ${first} to ${second}`)
+    } finally {
+      watcher.close()
+    }
+  })
+
   test('usage page', async () => {
     await page.getByRole('link', { name: 'Usage' }).click()
     await page.getByRole('heading', { name: 'Usage' }).waitFor()
