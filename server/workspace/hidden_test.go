@@ -46,6 +46,8 @@ func (l *hiddenLayout) hiddenPaths() []string {
 		"hidden.txt", "./hidden.txt", "sub/../hidden.txt", filepath.Join(l.WS, "hidden.txt"),
 		".zidane", ".zidane/", ".zidane/daemon.json", ".zidane/run/x", "sub/../.zidane/daemon.json",
 		"missing/../.zidane/daemon.json", "to-hidden", "to-data/daemon.json", "to-data", "to-run-abs/x",
+		// back out of a missing folder, then through a link (the walk resumes at the existing folder)
+		"missing/../to-data/daemon.json", "missing/../to-data/new.txt", "missing/a/../../to-run-abs/x",
 		"to-data/../visible.txt", // passes through the hidden folder
 		".zidane/new.txt", ".zidane/missing/new.txt", "hidden.txt/x",
 	}
@@ -110,7 +112,9 @@ func TestHiddenWritesRefusedAsOutside(t *testing.T) {
 	assert.Contains(t, string(b), "zds_SECRET")
 	b, _ = os.ReadFile(filepath.Join(l.WS, "hidden.txt"))
 	assert.Equal(t, "HIDDEN-IN-ROOT\n", string(b))
+	assert.FileExists(t, filepath.Join(l.WS, ".zidane/run/x"), "no Remove reached a hidden file")
 	assert.NoFileExists(t, filepath.Join(l.WS, ".zidane/new.txt"))
+	assert.NoDirExists(t, filepath.Join(l.WS, ".zidane/new.txt"), "MkdirAll made no folder in the hidden one")
 	_, err = l.w.WriteFile("", "sub/new.txt", []byte("ok"), 0o644)
 	assert.NoError(t, err, "a visible path is written")
 }

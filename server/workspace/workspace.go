@@ -376,22 +376,11 @@ func (w *Workspace) walk(idx int, rel, given string, dir, follow bool) (Path, er
 		fi, err := w.roots[idx].r.Lstat(cand)
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
-				// Nothing exists here: the rest is applied lexically (it names what a write creates).
+				// Nothing exists here (it names what a write creates). The walk goes on: what lies
+				// below fails the same way, and a ".." back out of it reaches existing folders
+				// again, whose links and hidden paths must be read, not passed lexically.
 				done = append(done, c)
-				for _, c := range todo {
-					switch c {
-					case "", ".":
-					case "..":
-						if len(done) == 0 {
-							return Path{}, w.fail(given, ReasonOutside, nil)
-						}
-						done = done[:len(done)-1]
-					default:
-						done = append(done, c)
-					}
-				}
-				todo = nil
-				break
+				continue
 			}
 			if isEscape(err) {
 				return Path{}, w.fail(given, ReasonOutside, nil)
