@@ -1,6 +1,7 @@
 package workspace
 
 import (
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -83,6 +84,26 @@ func TestResolveRefusesOutside(t *testing.T) {
 	}
 	_, err := l.w.Resolve(filepath.Join(l.T, "out"), "victim.txt")
 	assert.True(t, IsOutside(err), "a cwd outside the roots")
+}
+
+// TestResolveLinkLoop: a loop of links is a clear invalid path, by Resolve and ResolveLink alike
+// (the loop is on the way), and a path that merely names such a link is kept by ResolveLink.
+func TestResolveLinkLoop(t *testing.T) {
+	l := newLayout(t)
+	l.Link(t, "loop-b", "loop-a")
+	l.Link(t, "loop-a", "loop-b")
+	for _, p := range []string{"loop-a", "loop-b/x", "real-docs/../loop-a/"} {
+		_, err := l.w.Resolve("", p)
+		var e *Error
+		require.ErrorAs(t, err, &e, p)
+		assert.Equal(t, ReasonInvalid, e.Reason, p)
+		assert.Equal(t, fmt.Sprintf("%q: too many levels of symbolic links", p), err.Error())
+	}
+	_, err := l.w.ResolveLink("", "loop-a/x")
+	assert.ErrorContains(t, err, "too many levels of symbolic links")
+	rp, err := l.w.ResolveLink("", "loop-a")
+	require.NoError(t, err)
+	assert.Equal(t, "loop-a", rp.Rel)
 }
 
 // TestRootThatIsALink: a root configured through a symbolic link works, by either name (R16).
