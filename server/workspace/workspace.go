@@ -30,6 +30,8 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+
+	"github.com/zidane-server/zidane/server/workspace/linkwalk"
 )
 
 // Errors of the system calls os.Root makes, to classify its failures.
@@ -38,9 +40,6 @@ var (
 	errIsDir  error = syscall.EISDIR
 	errLoop   error = syscall.ELOOP
 )
-
-// maxLinks bounds the symbolic links followed while resolving one path (Linux's limit is 40).
-const maxLinks = 40
 
 // Reason says why a path was refused or could not be used.
 type Reason string
@@ -353,89 +352,63 @@ func (w *Workspace) resolve(cwd, p string, follow bool) (Path, error) {
 	return w.walk(idx, rel, given, strings.HasSuffix(p, "/"), follow)
 }
 
-// walk resolves rel (slash-separated, relative to root idx) one component at a time.
-// With follow false a link at the last component is kept as it is.
+// walk resolves rel (slash-separated, relative to root idx) one component at a time through
+// linkwalk: every component is looked at through the root's os.Root (a hidden one, or one passed
+// through on the way, answers as hidden), an absolute link target goes on in the root that holds
+// it. With follow false (and no trailing "/") a link at the last component is kept as it is.
 func (w *Workspace) walk(idx int, rel, given string, dir, follow bool) (Path, error) {
-	todo := splitSlash(rel)
-	var done []string
-	links := 0
-	for len(todo) > 0 {
-		c := todo[0]
-		todo = todo[1:]
-		switch c {
-		case "", ".":
-			continue
-		case "..":
-			if len(done) == 0 {
-				return Path{}, w.fail(given, ReasonOutside, nil)
+	lw := linkwalk.Walker[int]{
+		Lstat: func(i int, cand string) (bool, error) {
+			fi, err := w.roots[i].r.Lstat(cand)
+			if err != nil {
+				switch {
+				case errors.Is(err, fs.ErrNotExist):
+					// Nothing exists here (it names what a write creates). The walk goes on: what
+					// lies below fails the same way, and a ".." back out of it reaches existing
+					// folders again, whose links and hidden paths must be read, not passed lexically.
+					return false, nil
+				case isEscape(err):
+					return false, w.fail(given, ReasonOutside, nil)
+				case errors.Is(err, errNotDir):
+					return false, w.fail(given, ReasonNotDir, nil)
+				}
+				return false, w.fail(given, ReasonInvalid, err)
 			}
-			done = done[:len(done)-1]
-			continue
-		}
-		cand := strings.Join(append(done[:len(done):len(done)], c), "/")
-		fi, err := w.roots[idx].r.Lstat(cand)
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				// Nothing exists here (it names what a write creates). The walk goes on: what lies
-				// below fails the same way, and a ".." back out of it reaches existing folders
-				// again, whose links and hidden paths must be read, not passed lexically.
-				done = append(done, c)
-				continue
+			if w.roots[i].rh.covers(cand) {
+				// Hidden, or passed through on the way (a link into a hidden folder and ".." out).
+				return false, w.hiddenErr(given)
 			}
-			if isEscape(err) {
-				return Path{}, w.fail(given, ReasonOutside, nil)
+			return fi.Mode()&fs.ModeSymlink != 0, nil
+		},
+		Readlink: func(i int, cand string) (string, error) {
+			target, err := w.roots[i].r.Readlink(cand)
+			if err != nil {
+				return "", w.fail(given, ReasonInvalid, err)
 			}
-			if errors.Is(err, errNotDir) {
-				return Path{}, w.fail(given, ReasonNotDir, nil)
-			}
-			return Path{}, w.fail(given, ReasonInvalid, err)
-		}
-		if w.roots[idx].rh.covers(cand) {
-			// Hidden, or passed through on the way (a link into a hidden folder and ".." out).
-			return Path{}, w.hiddenErr(given)
-		}
-		if fi.Mode()&fs.ModeSymlink == 0 || (!follow && !dir && lastComponent(todo)) {
-			done = append(done, c)
-			continue
-		}
-		if links++; links > maxLinks {
-			return Path{}, w.fail(given, ReasonInvalid, errors.New("too many levels of symbolic links"))
-		}
-		target, err := w.roots[idx].r.Readlink(cand)
-		if err != nil {
-			return Path{}, w.fail(given, ReasonInvalid, err)
-		}
-		if filepath.IsAbs(target) {
+			return target, nil
+		},
+		Absolute: func(target string) (int, string, error) {
 			i, trel, ok := w.locate(filepath.Clean(target))
 			if !ok {
-				return Path{}, w.fail(given, ReasonOutside, nil)
+				return 0, "", w.fail(given, ReasonOutside, nil)
 			}
-			idx, done = i, nil
-			todo = append(splitSlash(trel), todo...)
-			continue
-		}
-		todo = append(splitSlash(filepath.ToSlash(target)), todo...)
+			return i, trel, nil
+		},
+		KeepLast: !follow && !dir,
 	}
-	out := "."
-	if len(done) > 0 {
-		out = strings.Join(done, "/")
+	idx, out, err := lw.Walk(idx, rel)
+	switch {
+	case errors.Is(err, linkwalk.ErrEscapes):
+		return Path{}, w.fail(given, ReasonOutside, nil)
+	case errors.Is(err, linkwalk.ErrTooManyLinks):
+		return Path{}, w.fail(given, ReasonInvalid, errors.New("too many levels of symbolic links"))
+	case err != nil:
+		return Path{}, err
 	}
 	if w.roots[idx].rh.covers(out) {
 		return Path{}, w.hiddenErr(given)
 	}
 	return Path{Root: w.roots[idx].dir, Rel: out, Given: given, dir: dir, idx: idx}, nil
-}
-
-func splitSlash(s string) []string { return strings.Split(s, "/") }
-
-// lastComponent reports whether todo holds nothing but empty and "." components.
-func lastComponent(todo []string) bool {
-	for _, c := range todo {
-		if c != "" && c != "." {
-			return false
-		}
-	}
-	return true
 }
 
 // isEscape reports whether an os.Root error is its refusal of a path leading out of the root

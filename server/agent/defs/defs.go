@@ -25,6 +25,8 @@ import (
 	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/zidane-server/zidane/server/workspace/linkwalk"
 )
 
 // Origin says where a definition comes from; it decides what the definition may loosen.
@@ -239,9 +241,6 @@ func mdFiles(fsys fs.FS, dir string) (names []string, extra int, err error) {
 	return names, extra, nil
 }
 
-// maxLinks bounds the links followed resolving one path of a project (a loop ends there).
-const maxLinks = 40
-
 // outsideError is the problem of a link in a project's definition folders that leads out of the
 // project: it is listed, never followed (issue 27: a cloned repository's link to ../../elsewhere or
 // /home/… must not become a definition, nor vanish silently).
@@ -264,50 +263,35 @@ func (src Source) inside(rel string) (string, error) {
 	if _, ok := src.FS.(fs.ReadLinkFS); !ok {
 		return rel, nil // an FS without links
 	}
-	todo := strings.Split(rel, "/")
-	var done []string
-	links, via := 0, rel // via: the last link's target, for the message
-	for len(todo) > 0 {
-		c := todo[0]
-		todo = todo[1:]
-		switch c {
-		case "", ".":
-			continue
-		case "..":
-			if len(done) == 0 {
-				return "", &outsideError{target: via}
+	via := rel // the last link's target, for the message
+	lw := linkwalk.Walker[struct{}]{
+		Lstat: func(_ struct{}, cur string) (bool, error) {
+			fi, err := fs.Lstat(src.FS, cur)
+			return err == nil && fi.Mode()&fs.ModeSymlink != 0, nil // a missing path is read as it is
+		},
+		Readlink: func(_ struct{}, cur string) (string, error) {
+			target, err := fs.ReadLink(src.FS, cur)
+			if err == nil {
+				via = target
 			}
-			done = done[:len(done)-1]
-			continue
-		}
-		cur := path.Join(append(append([]string{}, done...), c)...)
-		fi, err := fs.Lstat(src.FS, cur)
-		if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
-			done = append(done, c)
-			continue
-		}
-		if links++; links > maxLinks {
-			return "", fmt.Errorf("more than %d links on the way to %s; ignored", maxLinks, rel)
-		}
-		target, err := fs.ReadLink(src.FS, cur)
-		if err != nil {
-			return "", err
-		}
-		t := filepath.ToSlash(target)
-		via = target
-		if filepath.IsAbs(target) {
+			return target, err
+		},
+		Absolute: func(target string) (struct{}, string, error) {
 			r, err := filepath.Rel(src.Dir, filepath.Clean(target))
 			if src.Dir == "" || err != nil || r == ".." || strings.HasPrefix(r, "../") {
-				return "", &outsideError{target: via}
+				return struct{}{}, "", &outsideError{target: target}
 			}
-			done, t = nil, filepath.ToSlash(r)
-		}
-		todo = append(strings.Split(t, "/"), todo...)
+			return struct{}{}, filepath.ToSlash(r), nil
+		},
 	}
-	if len(done) == 0 {
-		return ".", nil
+	_, to, err := lw.Walk(struct{}{}, rel)
+	switch {
+	case errors.Is(err, linkwalk.ErrEscapes):
+		return "", &outsideError{target: via}
+	case errors.Is(err, linkwalk.ErrTooManyLinks):
+		return "", fmt.Errorf("more than %d links on the way to %s; ignored", linkwalk.MaxLinks, rel)
 	}
-	return path.Join(done...), nil
+	return to, err
 }
 
 // readDef reads the definition file rel of src (readBounded) once inside has resolved its links:
