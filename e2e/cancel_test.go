@@ -58,7 +58,10 @@ func TestCancel(t *testing.T) {
 	assert.False(t, res.Cancelled)
 
 	var page struct {
-		Events []struct{ Kind, Text, Message string } `json:"events"`
+		Events []struct {
+			Kind, Text, Message string
+			Stopped             *bool
+		} `json:"events"`
 	}
 	c.result("sessions.loadEvents", map[string]any{"sessionId": sid}, &page)
 	var kinds []string
@@ -83,6 +86,7 @@ func TestCancel(t *testing.T) {
 	for _, e := range page.Events {
 		if e.Kind == "error" {
 			msgs = append(msgs, e.Message)
+			assert.Equal(t, ptr(true), e.Stopped, "a client's stop is marked stopped (not a failure): %s", e.Message)
 		}
 	}
 	assert.ElementsMatch(t, []string{"The run was cancelled.", "The queued prompt was cancelled."}, msgs)

@@ -298,6 +298,18 @@ describe('web app in Chromium', () => {
     // The server records the removed follow-up as cancelled; it never ran (one answer only).
     assert.equal(text.split('Starting a long answer.').length - 1, 1, `the removed follow-up never ran: ${text}`)
     assert.ok(text.includes('The queued prompt was cancelled.'), text)
+    // The user's own stop reads as stopped, not as an error, with no Interrupted marker beside
+    // it; the same after a reload (ErrorEvent.stopped is kept in the transcript).
+    for (const when of ['live', 'after a reload']) {
+      if (when !== 'live') {
+        await page.reload()
+        await waitForText(page, 'The queued prompt was cancelled.')
+      }
+      await transcript(page).getByRole('note', { name: 'Stopped' }).filter({ hasText: 'The run was cancelled.' }).waitFor()
+      const shown = (await transcript(page).textContent()) ?? ''
+      assert.equal(shown.includes('Error:'), false, `${when}: a stop is not shown as an error: ${shown}`)
+      assert.equal(await page.getByRole('note', { name: 'Interrupted' }).count(), 0, `${when}: no Interrupted marker beside the Stopped row`)
+    }
   })
 
   test('model output with HTML, javascript: links and outside images runs and loads nothing', async () => {

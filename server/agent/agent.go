@@ -197,6 +197,7 @@ type droppedRun struct {
 	ru          *run
 	msg         string
 	interrupted bool
+	stopped     bool // a client cancelled it (ErrorEvent.stopped)
 }
 
 // New creates a runtime and starts its transcript writer. Call Shutdown, then Close, to stop it.
@@ -458,7 +459,11 @@ func (r *Runtime) bracket(d droppedRun) {
 	ru := d.ru
 	r.publish(&protocol.RunStartSignal{SessionID: ru.sessionID, RunID: ru.id}, ru)
 	r.emit(ru, ru.userPrompt())
-	r.emit(ru, &protocol.ErrorEvent{Message: d.msg})
+	ev := &protocol.ErrorEvent{Message: d.msg}
+	if d.stopped {
+		ev.Stopped = ptr(true)
+	}
+	r.emit(ru, ev)
 	r.closeBlock(ru.sessionID)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	if err := r.writer.flush(ctx); err != nil {
@@ -636,7 +641,11 @@ func (r *Runtime) execute(ru *run, ready <-chan struct{}) {
 			status = "error"
 		}
 		end.Error = &msg
-		r.emit(ru, &protocol.ErrorEvent{Message: msg, TurnID: optString(lastTurn)})
+		ev := &protocol.ErrorEvent{Message: msg, TurnID: optString(lastTurn)}
+		if cancelled && refused == nil {
+			ev.Stopped = ptr(true) // the user's own stop, not a failure
+		}
+		r.emit(ru, ev)
 	} else {
 		sum.DurationMs = time.Since(started).Milliseconds()
 		r.emit(ru, &protocol.RunSummaryEvent{Text: summaryLine(sum), RunSummary: sum, TurnID: lastTurn})
@@ -807,7 +816,7 @@ func (r *Runtime) Cancel(sessionID, runID string) bool {
 			}
 			// A queued run implies an active one (advance hands over under r.mu), whose
 			// advance signals this one.
-			r.dropped[sessionID] = append(r.dropped[sessionID], droppedRun{ru: ru, msg: "The queued prompt was cancelled.", interrupted: true})
+			r.dropped[sessionID] = append(r.dropped[sessionID], droppedRun{ru: ru, msg: "The queued prompt was cancelled.", interrupted: true, stopped: true})
 			// Published under r.mu: the active run's advance, which signals the dropped run's
 			// run:end, cannot come first (a queue:changed after a session's last run:end, seen
 			// by TestRunsBracketed_Interleavings once runs got faster). The hub never waits.

@@ -181,7 +181,7 @@ export function createRunHostInternal(options: RunHostOptions): RunHostInternal 
     cur.ended = true
     dropInteractions((p) => p.runId === item.runId)
     if (cur.cancelled) {
-      signal({ kind: 'event', sessionId, runId: item.runId, event: { kind: 'error', message: 'Cancelled.', turnId } })
+      signal({ kind: 'event', sessionId, runId: item.runId, event: { kind: 'error', message: 'Cancelled.', stopped: true, turnId } })
       signal({ kind: 'run:end', sessionId, runId: item.runId, ok: false, interrupted: true })
       setStatus(sessionId, 'idle')
     } else if (failed) {

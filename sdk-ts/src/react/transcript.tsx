@@ -153,6 +153,13 @@ export const TranscriptItem = memo(function TranscriptItem({ row }: { row: Trans
         </details>
       )
     case 'error':
+      if (e.stopped)
+        return (
+          <div className="zd-row zd-stopped-row" role="note" aria-label="Stopped">
+            <strong>Stopped: </strong>
+            {e.message}
+          </div>
+        )
       return (
         <div className="zd-row zd-error zd-error-row" role="note">
           <strong>Error: </strong>
@@ -307,8 +314,11 @@ export function HostTranscript(props: HostTranscriptProps): ReactNode {
   const interruptedLive = useSessionInterrupted(props.sessionId)
   const sessions = useStore(host.sessions)
   const status = sessions.find((s) => s.id === props.sessionId)?.status
-  const interrupted = !running && (interruptedLive || status === 'interrupted')
   const rows = useMemo(() => transcriptRows(events), [events])
+  // A run the user stopped ends with its "Stopped" row, which says so: no marker beside it.
+  const last = rows.length > 0 ? rows[rows.length - 1]!.event : undefined
+  const stoppedLast = last?.kind === 'error' && last.stopped === true
+  const interrupted = !running && !stoppedLast && (interruptedLive || status === 'interrupted')
   const children = useChildSessions(props.sessionId)
   const taskChildren = useMemo(() => matchTaskChildren(events, children), [events, children])
   const [rollback, setRollback] = useState<HistoryRollbackResult>()
