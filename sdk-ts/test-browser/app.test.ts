@@ -356,6 +356,31 @@ describe('web app in Chromium', () => {
   test('/ completion offers a project command and runs it as chat.send {command, arguments}; ArrowUp recalls it; @ sends a mention', async () => {
     greeted = await slashCommandRuns(ctx())
   })
+  test('a restored draft holding "@men" opens no completion list; typing opens it, and it closes when focus leaves the textbox', async () => {
+    const list = page.getByRole('listbox', { name: 'Completions' })
+    const first = await newSession(page)
+    await composer(page).pressSequentially('@men')
+    await list.waitFor()
+    await composer(page).press('Escape')
+    await list.waitFor({ state: 'detached' })
+    // drafts.set is saved as the user types: another page on the session gets the draft.
+    const other = await context.newPage()
+    watch(other)
+    await other.goto(`${base}/s/${encodeURIComponent(first)}`)
+    await other.waitForFunction(() => (document.querySelector('textarea[aria-label=Message]') as HTMLTextAreaElement | null)?.value === '@men')
+    await composer(other).click() // in the textbox, but nothing typed: no list
+    await new Promise((r) => setTimeout(r, 400)) // well past the list's 60 ms query delay and its answer
+    assert.equal(await other.getByRole('listbox', { name: 'Completions' }).count(), 0, 'a restored draft opened the completion list')
+    await composer(other).press('End')
+    await composer(other).pressSequentially('t')
+    await other.getByRole('listbox', { name: 'Completions' }).getByRole('option', { name: /mention-me\.txt/ }).waitFor()
+    await transcript(other).click({ position: { x: 5, y: 5 } })
+    await other.getByRole('listbox', { name: 'Completions' }).waitFor({ state: 'detached' })
+    await composer(other).fill('')
+    await other.close()
+    await composer(page).fill('')
+  })
+
   test("a subagent's child session nested under its parent's run; its approval answered from the parent's view", () => subagentNestedAndApprovedFromParent(ctx()))
   test('search finds a word and opens the session at its turn', () => searchOpensTheSession(ctx(), greeted))
   test("a turn's menu: fork opens the fork; roll back and restore; compact shows the marked block", () => forkAndRollBackFromTheTurnMenu(ctx(), greeted))

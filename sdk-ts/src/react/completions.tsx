@@ -19,8 +19,8 @@ export interface ComposedPrompt {
 
 /** The completions of one composer (useComposerCompletions). */
 export interface ComposerCompletions {
-  /** Props for the textbox: aria-autocomplete, aria-controls and aria-activedescendant. */
-  readonly inputProps: { 'aria-autocomplete': 'list'; 'aria-controls'?: string; 'aria-activedescendant'?: string }
+  /** Props for the textbox: aria-autocomplete, aria-controls and aria-activedescendant, and onBlur (the list closes when focus leaves). */
+  readonly inputProps: { 'aria-autocomplete': 'list'; 'aria-controls'?: string; 'aria-activedescendant'?: string; onBlur: () => void }
   /** The listbox (null when closed) and the mention chips, to render beside the textbox. */
   readonly popup: ReactNode
   /** Handles a key of the textbox; true when it used it (the composer then does nothing more). */
@@ -65,6 +65,7 @@ export function useComposerCompletions(opts: ComposerCompletionsOptions): Compos
   const seq = useRef(0)
   const timer = useRef<ReturnType<typeof setTimeout> | undefined>(undefined)
   const history = useRef<{ prompts: readonly string[]; at: number } | null>(null)
+  const typedEarly = useRef(false) // a trigger word typed before completions were offered
   const offered = client !== undefined && cwd !== undefined && client.offers('completions.query')
 
   useEffect(() => () => clearTimeout(timer.current), [])
@@ -90,6 +91,9 @@ export function useComposerCompletions(opts: ComposerCompletionsOptions): Compos
     }
   }, [client, cwd])
 
+  /** The list is offered only while the user is in the textbox. */
+  const focused = () => textarea.current !== null && textarea.current.ownerDocument.activeElement === textarea.current
+
   const close = () => {
     seq.current++
     clearTimeout(timer.current)
@@ -99,6 +103,7 @@ export function useComposerCompletions(opts: ComposerCompletionsOptions): Compos
 
   const onInput = (text: string, caret: number) => {
     if (history.current && text !== history.current.prompts[history.current.at]) history.current = null
+    typedEarly.current = !offered && triggerWord(text, caret)
     if (!offered || !triggerWord(text, caret)) {
       if (items.length > 0 || timer.current) close()
       return
@@ -108,7 +113,7 @@ export function useComposerCompletions(opts: ComposerCompletionsOptions): Compos
     timer.current = setTimeout(() => {
       client!.call('completions.query', { cwd: cwd!, text, position: caret, limit: 12 }).then(
         (r) => {
-          if (n !== seq.current) return
+          if (n !== seq.current || !focused()) return
           setItems(r.items)
           setActive(0)
         },
@@ -117,10 +122,11 @@ export function useComposerCompletions(opts: ComposerCompletionsOptions): Compos
     }, QUERY_DELAY_MS)
   }
 
-  // Typed before the session's folder was known (or before the connection opened): ask now.
+  // Typed before the session's folder was known (or before the connection opened): ask now, if
+  // the user is still in the textbox. A draft restored into it was not typed: it opens no list.
   useEffect(() => {
     const el = textarea.current
-    if (offered && el && el.value !== '') onInput(el.value, el.selectionStart)
+    if (offered && el && typedEarly.current && focused()) onInput(el.value, el.selectionStart)
   }, [offered])
 
   const pick = (item: CompletionItem) => {
@@ -249,7 +255,7 @@ export function useComposerCompletions(opts: ComposerCompletionsOptions): Compos
       )}
     </>
   )
-  const inputProps: ComposerCompletions['inputProps'] = open ? { 'aria-autocomplete': 'list', 'aria-controls': `${id}-list`, 'aria-activedescendant': optionId(active) } : { 'aria-autocomplete': 'list' }
+  const inputProps: ComposerCompletions['inputProps'] = open ? { 'aria-autocomplete': 'list', 'aria-controls': `${id}-list`, 'aria-activedescendant': optionId(active), onBlur: close } : { 'aria-autocomplete': 'list', onBlur: close }
   return {
     inputProps,
     popup,
