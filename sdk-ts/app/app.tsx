@@ -22,6 +22,7 @@ function loadTheme(): Theme {
 /** The app: the pairing form until a token is kept, then the workspace. */
 export function App(): ReactNode {
   const [auth, setAuth] = useState<Auth | null>(() => loadAuth())
+  const [refused, setRefused] = useState(false)
   const [theme, setTheme] = useState<Theme>(loadTheme)
   const changeTheme = (t: Theme) => {
     localStorage.setItem('zidane.theme', t)
@@ -31,8 +32,10 @@ export function App(): ReactNode {
     return (
       <Pairing
         theme={theme}
+        refused={refused}
         onPaired={(a) => {
           saveAuth(a)
+          setRefused(false)
           setAuth(a)
         }}
       />
@@ -47,11 +50,18 @@ export function App(): ReactNode {
         forgetAuth()
         setAuth(null)
       }}
+      onRefused={() => {
+        // The kept token is refused (revoked, expired, or another server's): nothing here works
+        // without one, so the page goes back to pairing and says why.
+        forgetAuth()
+        setRefused(true)
+        setAuth(null)
+      }}
     />
   )
 }
 
-function Pairing({ onPaired, theme }: { onPaired: (a: Auth) => void; theme: Theme }): ReactNode {
+function Pairing({ onPaired, theme, refused }: { onPaired: (a: Auth) => void; theme: Theme; refused: boolean }): ReactNode {
   const [code, setCode] = useState('')
   const [error, setError] = useState<string>()
   const [busy, setBusy] = useState(false)
@@ -68,6 +78,11 @@ function Pairing({ onPaired, theme }: { onPaired: (a: Auth) => void; theme: Them
     <div className="zd app-pairing" data-theme={theme}>
       <main className="pairing">
         <h1>Pair this browser</h1>
+        {refused && (
+          <p className="zd-error" role="status" aria-label="Connection">
+            The server refused this browser's token: it was revoked, it expired, or it is another server's. Pair again.
+          </p>
+        )}
         <p>
           Run <code>zidane-server pair</code> on the server's machine and enter the code it prints.
         </p>
@@ -95,7 +110,7 @@ interface Hosts {
   approvals: ApprovalsHost
 }
 
-function Workspace(props: { auth: Auth; theme: Theme; onTheme: (t: Theme) => void; onSignedOut: () => void }): ReactNode {
+function Workspace(props: { auth: Auth; theme: Theme; onTheme: (t: Theme) => void; onSignedOut: () => void; onRefused: () => void }): ReactNode {
   const [hosts, setHosts] = useState<Hosts | null>(null)
   useEffect(() => {
     const host = createServerHost({ url: serverUrl(), token: props.auth.token, appVersion: 'web-app' })
@@ -107,6 +122,16 @@ function Workspace(props: { auth: Auth; theme: Theme; onTheme: (t: Theme) => voi
     }
   }, [props.auth.token])
   if (hosts === null) return null
+  return <Connected hosts={hosts} {...props} />
+}
+
+/** The workspace once its hosts exist: back to pairing as soon as the server refuses the token. */
+function Connected(props: { hosts: Hosts; auth: Auth; theme: Theme; onTheme: (t: Theme) => void; onSignedOut: () => void; onRefused: () => void }): ReactNode {
+  const { hosts, onRefused } = props
+  const status = useStore(hosts.host.connection).status
+  useEffect(() => {
+    if (status === 'unauthorized') onRefused()
+  }, [status, onRefused])
   return (
     <ChatProvider host={hosts.host} approvals={hosts.approvals} theme={props.theme} className="app">
       <Shell host={hosts.host} auth={props.auth} theme={props.theme} onTheme={props.onTheme} onSignedOut={props.onSignedOut} />
@@ -138,7 +163,7 @@ function connectionText(c: ConnectionState, now: number, since: number): string 
   }
 }
 
-function ConnectionStatus({ host, onPairAgain }: { host: ServerHost; onPairAgain: () => void }): ReactNode {
+function ConnectionStatus({ host }: { host: ServerHost }): ReactNode {
   const c = useStore(host.connection)
   const [since, setSince] = useState(() => Date.now())
   const [now, setNow] = useState(() => Date.now())
@@ -156,11 +181,6 @@ function ConnectionStatus({ host, onPairAgain }: { host: ServerHost; onPairAgain
       {c.status === 'retrying' && (
         <button type="button" className="zd-button" onClick={() => host.client.reconnect()}>
           Retry now
-        </button>
-      )}
-      {c.status === 'unauthorized' && (
-        <button type="button" className="zd-button" onClick={onPairAgain}>
-          Pair again
         </button>
       )}
     </div>
@@ -234,7 +254,7 @@ function Shell(props: { host: ServerHost; auth: Auth; theme: Theme; onTheme: (t:
         >
           zidane
         </a>
-        <ConnectionStatus host={host} onPairAgain={props.onSignedOut} />
+        <ConnectionStatus host={host} />
         <span className="zd-spacer" />
         <a
           href="/usage"

@@ -687,6 +687,23 @@ describe('web app in Chromium', () => {
       token,
     )
     assert.equal(opened, false)
+    // A page that still holds the revoked token (another browser profile, a stale tab) goes back
+    // to pairing at once, says why in the Connection status, and forgets the token.
+    const stale = await browser.newContext({ viewport: { width: 1100, height: 760 } })
+    await stale.addInitScript((t: string) => {
+      if (sessionStorage.getItem('seeded') === null) {
+        sessionStorage.setItem('seeded', '1')
+        localStorage.setItem('zidane.auth', JSON.stringify({ token: t, scope: 'chat' }))
+      }
+    }, token)
+    const p = await stale.newPage()
+    await p.goto(base)
+    await p.getByRole('status', { name: 'Connection' }).getByText("The server refused this browser's token", { exact: false }).waitFor()
+    await p.getByRole('textbox', { name: 'Pairing code' }).waitFor()
+    assert.equal(await p.getByRole('button', { name: 'New session' }).count(), 0, 'no workspace without a token')
+    assert.equal(await p.evaluate(() => localStorage.getItem('zidane.auth')), null)
+    await axe(p, 'refused-token')
+    await stale.close()
     problems.length = 0 // the refused socket logs a console error
   })
 
