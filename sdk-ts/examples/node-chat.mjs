@@ -18,10 +18,17 @@ if (!token) {
 }
 
 const host = createServerHost({ url, token, WebSocket, appVersion: 'node-chat-example', reconnect: { initialMs: 500, maxMs: 2000 } })
-// Say why nothing happens yet: a server that does not answer is retried, not a silent wait.
+// Say why nothing happens yet: a server that does not answer is retried, not a silent wait, and
+// given up on after a few tries (an example is not a daemon).
+const maxTries = 5
 host.client.connection.subscribe(() => {
   const c = host.client.connection.get()
-  if (c.status === 'retrying') console.error(`No answer from ${url} (${c.error.message}); retrying. Is the server running there? Set ZIDANE_URL for another address.`)
+  if (c.status !== 'retrying') return
+  if (c.attempt >= maxTries) {
+    console.error(`No server answers at ${url} after ${maxTries} tries (${c.error.message}). Start it (make run), or set ZIDANE_URL to its address.`)
+    process.exit(1)
+  }
+  console.error(`No answer from ${url} (${c.error.message}); retrying. Is the server running there? Set ZIDANE_URL for another address.`)
 })
 try {
   await host.ready

@@ -1,6 +1,7 @@
 // The package as a user gets it: the example runs against the real server and prints the scripted
 // answer; `npm pack` gives a tarball that a fresh project outside the repository installs offline and
 // imports; the built files use no Node-only API.
+import net from 'node:net'
 import assert from 'node:assert/strict'
 import { execFile, execFileSync } from 'node:child_process'
 import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
@@ -30,6 +31,22 @@ test('the example prints the scripted answer', async (t) => {
   assert.match(stdout, /^Hello! Let me look that up\./)
   assert.match(stdout, /\[tool\] lookup\("Say hello\."\)/)
   assert.match(stdout, /The lookup found: 2 word\(s\) in "Say hello\."; the scripted agent is ready\./)
+})
+
+test('the example gives up, saying what to do, when no server answers', async () => {
+  const s = net.createServer()
+  await new Promise<void>((r) => s.listen(0, '127.0.0.1', () => r()))
+  const port = (s.address() as net.AddressInfo).port
+  await new Promise<void>((r) => s.close(() => r())) // a port nothing listens on
+  const err = await run(process.execPath, [join(sdk, 'examples', 'node-chat.mjs'), 'Say hello.'], {
+    env: { ...process.env, ZIDANE_URL: `ws://127.0.0.1:${port}`, ZIDANE_TOKEN: 'zds_unused' },
+    timeout: 30_000,
+  }).then(
+    () => assert.fail('the example exited 0 with no server'),
+    (e: { code?: number; stderr?: string }) => e,
+  )
+  assert.equal(err.code, 1)
+  assert.match(err.stderr ?? '', /No server answers at ws:\/\/127\.0\.0\.1:\d+ after 5 tries .*Start it \(make run\), or set ZIDANE_URL/)
 })
 
 function walk(dir: string): string[] {
