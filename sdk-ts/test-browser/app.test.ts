@@ -356,7 +356,7 @@ describe('web app in Chromium', () => {
   test('/ completion offers a project command and runs it as chat.send {command, arguments}; ArrowUp recalls it; @ sends a mention', async () => {
     greeted = await slashCommandRuns(ctx())
   })
-  test('a restored draft holding "@men" opens no completion list; typing opens it, and it closes when focus leaves the textbox', async () => {
+  test('a restored draft holding "@men" opens no completion list; typing opens it, and it closes when focus leaves the textbox; "/zzz" says where commands come from', async () => {
     const list = page.getByRole('listbox', { name: 'Completions' })
     const first = await newSession(page)
     await composer(page).pressSequentially('@men')
@@ -376,6 +376,14 @@ describe('web app in Chromium', () => {
     await other.getByRole('listbox', { name: 'Completions' }).getByRole('option', { name: /mention-me\.txt/ }).waitFor()
     await transcript(other).click({ position: { x: 5, y: 5 } })
     await other.getByRole('listbox', { name: 'Completions' }).waitFor({ state: 'detached' })
+    // A "/word" no command matches says where commands come from, and goes with the focus too.
+    await composer(other).fill('')
+    await composer(other).pressSequentially('/zzz')
+    const hint = other.getByRole('status', { name: 'Completions' })
+    await hint.getByText('No command matches /zzz.', { exact: false }).waitFor()
+    await hint.getByText('.zidane/commands/', { exact: true }).waitFor()
+    await transcript(other).click({ position: { x: 5, y: 5 } })
+    await hint.waitFor({ state: 'detached' })
     await composer(other).fill('')
     await other.close()
     await composer(page).fill('')

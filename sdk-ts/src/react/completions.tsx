@@ -59,6 +59,7 @@ export function useComposerCompletions(opts: ComposerCompletionsOptions): Compos
   const { client, cwd, textarea, setText } = opts
   const id = useId()
   const [items, setItems] = useState<readonly CompletionItem[]>([])
+  const [noCommand, setNoCommand] = useState<string>() // a "/word" that no command matches: say where commands come from
   const [active, setActive] = useState(0)
   const [mentions, setMentions] = useState<readonly { path: string; label: string }[]>([])
   const commands = useRef(new Set<string>())
@@ -98,6 +99,7 @@ export function useComposerCompletions(opts: ComposerCompletionsOptions): Compos
     seq.current++
     clearTimeout(timer.current)
     setItems([])
+    setNoCommand(undefined)
     setActive(0)
   }
 
@@ -114,6 +116,8 @@ export function useComposerCompletions(opts: ComposerCompletionsOptions): Compos
       client!.call('completions.query', { cwd: cwd!, text, position: caret, limit: 12 }).then(
         (r) => {
           if (n !== seq.current || !focused()) return
+          const slash = /(^|\s)(\/\S*)$/.exec(text.slice(0, caret))
+          setNoCommand(r.items.length === 0 && slash ? slash[2] : undefined)
           setItems(r.items)
           setActive(0)
         },
@@ -231,6 +235,12 @@ export function useComposerCompletions(opts: ComposerCompletionsOptions): Compos
             </li>
           ))}
         </ul>
+      )}
+      {noCommand !== undefined && !open && (
+        <p className="zd-muted zd-completions-empty" role="status" aria-label="Completions">
+          {noCommand === '/' ? 'No commands here.' : `No command matches ${noCommand}.`} A command is a Markdown file in the project's <code>.zidane/commands/</code> (or the server user's{' '}
+          <code>~/.zidane/commands/</code>).
+        </p>
       )}
       {open && (
         <ul id={`${id}-list`} role="listbox" aria-label="Completions" className="zd-completions">
