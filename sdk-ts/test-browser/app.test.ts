@@ -206,6 +206,24 @@ describe('web app in Chromium', () => {
     assert.equal(text.split('Reload during this.').length - 1, 1)
     const order = streamPieces.map((piece) => text.indexOf(piece.trim()))
     assert.deepEqual(order, [...order].sort((a, b) => a - b))
+    // Opened again, the session shows its end: the last row (the run summary) is not cut under
+    // the composer while the bars above the list load (a short window, so the list overflows).
+    await page.setViewportSize({ width: 1100, height: 440 })
+    await page.reload()
+    await waitForText(page, 'p40')
+    await page.getByLabel('Approval mode').waitFor()
+    const box = await transcript(page).evaluate((el) => ({ h: el.scrollHeight, c: el.clientHeight }))
+    assert.ok(box.h > box.c + 40, `the transcript overflows its box: ${JSON.stringify(box)}`)
+    await page.waitForFunction(() => {
+      const el = document.querySelector('[role=log][aria-label=Transcript]') as HTMLElement
+      return el.scrollHeight - el.scrollTop - el.clientHeight < 2
+    }, undefined, { timeout: 5000 }).catch(async (e: unknown) => {
+      const m = await transcript(page).evaluate((el) => ({ top: el.scrollTop, h: el.scrollHeight, c: el.clientHeight }))
+      throw new Error(`the transcript did not open at its end: ${JSON.stringify(m)}: ${String(e)}`)
+    })
+    const gap = await transcript(page).evaluate((el) => el.scrollHeight - el.scrollTop - el.clientHeight)
+    assert.ok(gap < 2, `the transcript opened ${gap} px short of its end`)
+    await page.setViewportSize({ width: 1100, height: 760 })
   })
 
   test('a page opened mid-run and a page reloaded mid-run show the run (Stop), and Stop from the new page ends it in both', async () => {

@@ -424,10 +424,30 @@ export function HostTranscript(props: HostTranscriptProps): ReactNode {
     if (el && atBottom.current) el.scrollTop = el.scrollHeight
   }, [rows, total])
 
+  const lastTop = useRef(0) // scrollTop at the last scroll event: a smaller one is the reader moving up
+  // The list's own box changes (a bar above it loads, the window resizes, the composer grows):
+  // a reader at the bottom stays there.
+  useEffect(() => {
+    const el = scroller.current
+    if (!el || typeof ResizeObserver === 'undefined') return
+    const ro = new ResizeObserver(() => {
+      if (!atBottom.current) return
+      el.scrollTop = el.scrollHeight
+      lastTop.current = el.scrollTop
+    })
+    ro.observe(el)
+    return () => ro.disconnect()
+  }, [])
+
+  // At the bottom, the list follows; only the reader moving up leaves it: a scroll that moved
+  // down or stayed (the virtualizer keeping rows in place as they are measured, the box
+  // shrinking) keeps following, and the follow above or the box's observer pins it again.
   const onScroll = () => {
     const el = scroller.current
     if (!el) return
-    atBottom.current = el.scrollHeight - el.scrollTop - el.clientHeight < 40
+    if (el.scrollHeight - el.scrollTop - el.clientHeight < 40) atBottom.current = true
+    else if (el.scrollTop < lastTop.current) atBottom.current = false
+    lastTop.current = el.scrollTop
     if (el.scrollTop < 200 && page.hasMore && page.loaded && !page.loading) void host.streams.loadEarlier(props.sessionId).catch(() => {})
   }
 
