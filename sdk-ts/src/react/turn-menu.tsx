@@ -86,8 +86,8 @@ export function TurnMenu({ turnId }: TurnMenuProps): ReactNode {
   }
   return (
     <span className="zd-turn-menu">
-      <button ref={button} type="button" className="zd-button zd-small" aria-haspopup="menu" aria-expanded={open} disabled={busy} onClick={() => setOpen(!open)}>
-        Turn menu
+      <button ref={button} type="button" className="zd-button zd-small zd-turn-menu-button" aria-label="Turn menu" title="Turn menu: fork, roll back, compact" aria-haspopup="menu" aria-expanded={open} disabled={busy} onClick={() => setOpen(!open)}>
+        <span aria-hidden="true">⋯</span>
       </button>
       {open && (
         <div ref={menu} role="menu" aria-label="Turn" className="zd-menu" onKeyDown={onKey} onBlur={(e) => !e.currentTarget.contains(e.relatedTarget as Node | null) && setOpen(false)}>
