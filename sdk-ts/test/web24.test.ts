@@ -7,6 +7,7 @@ import { test } from 'node:test'
 import { createSessionStreams, type FrameScheduler } from '../src/chat/index.js'
 import type { WireSignal } from '../src/index.js'
 import { ATTACHMENT_LIMITS, attachmentType, imageSource, readAttachments } from '../src/react/attachments.js'
+import { summaryTitle } from '../src/react/transcript.js'
 
 let seq = 0
 const md = (text: string): WireSignal => ({ kind: 'event', sessionId: 'A', runId: 'r1', event: { kind: 'markdown', text, streaming: true, turnId: 'T1' }, $seq: ++seq })
@@ -96,4 +97,16 @@ test('attachments: kinds, bounds and the data: URL', async () => {
   const held = Array.from({ length: 8 }, () => r.taken[1]!)
   const many = await readAttachments([text], held)
   assert.match(many.refused[0]!, /at most 8 files/)
+})
+
+test("the run summary's title says in words what its symbols mean", () => {
+  assert.equal(
+    summaryTitle({ modelId: 'scripted/scripted', durationMs: 1234, turns: 2, tokensIn: 279, tokensOut: 28, tokensPerSecond: 28000.4 }),
+    'scripted/scripted · 1.2 s · 2 model requests · 279 tokens in, 28 tokens out, 28000 tokens per second',
+  )
+  assert.equal(
+    summaryTitle({ modelId: 'm', durationMs: 0, turns: 1, tokensIn: 0, tokensOut: 0, tokensPerSecond: 0, unreported: true, droppedExchanges: 1, compactedExchanges: 3 }),
+    'm · 0.0 s · 1 model request · token counts not reported by the provider · 1 earlier exchange left out to fit the context · 3 earlier exchanges compacted',
+  )
+  assert.equal(summaryTitle(undefined), undefined)
 })

@@ -10,7 +10,7 @@
 // carries show inline under its row (result-media.tsx).
 import { measureElement as measureRowElement, useVirtualizer, type Virtualizer } from '@tanstack/react-virtual'
 import { createContext, memo, useCallback, useContext, useEffect, useLayoutEffect, useMemo, useRef, useState, type ReactNode } from 'react'
-import type { HistoryRollbackResult, Session, StreamEvent, ToolEvent, ToolResultEvent } from '../protocol.js'
+import type { HistoryRollbackResult, RunSummary, Session, StreamEvent, ToolEvent, ToolResultEvent } from '../protocol.js'
 import { ChildSessionRow, matchTaskChildren, useChildSessions } from './children.js'
 import { useChat } from './context.js'
 import { RollbackNotice, TurnMenu, TurnToolsContext, type TurnTools } from './turn-menu.js'
@@ -140,7 +140,8 @@ export const TranscriptItem = memo(function TranscriptItem({ row }: { row: Trans
       )
     case 'run-summary':
       return (
-        <div className="zd-row zd-summary">{e.text}
+        <div className="zd-row zd-summary" title={summaryTitle(e.runSummary)}>
+          {e.text}
         </div>
       )
     case 'compaction':
@@ -303,6 +304,20 @@ export interface HostTranscriptProps {
 
 function turnOf(e: StreamEvent): string | undefined {
   return (e as { turnId?: string }).turnId
+}
+
+/** The run summary line's legend, in words (its hover title): ↻ model requests, ↑ tokens in, ↓ tokens out. */
+export function summaryTitle(r: RunSummary | undefined): string | undefined {
+  if (r === undefined) return undefined
+  const parts = [
+    `${r.modelId}`,
+    `${(r.durationMs / 1000).toFixed(1)} s`,
+    `${r.turns} model request${r.turns === 1 ? '' : 's'}`,
+    r.unreported ? 'token counts not reported by the provider' : `${r.tokensIn} tokens in, ${r.tokensOut} tokens out, ${Math.round(r.tokensPerSecond)} tokens per second`,
+  ]
+  if (r.droppedExchanges) parts.push(`${r.droppedExchanges} earlier exchange${r.droppedExchanges === 1 ? '' : 's'} left out to fit the context`)
+  if (r.compactedExchanges) parts.push(`${r.compactedExchanges} earlier exchange${r.compactedExchanges === 1 ? '' : 's'} compacted`)
+  return parts.join(' · ')
 }
 
 /** The transcript of one session; opens it on the host (host.open) when shown. */
