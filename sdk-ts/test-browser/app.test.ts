@@ -164,6 +164,10 @@ describe('web app in Chromium', () => {
     await page.getByRole('textbox', { name: 'Pairing code' }).waitFor()
     await axe(page, 'pairing')
     await shots(page, 'pairing')
+    // The themed root covers the page from its top edge (no margin collapsing through it) and
+    // nothing scrolls.
+    const layout = await page.evaluate(() => ({ top: document.elementFromPoint(5, 5)?.closest('.zd') != null, overflow: document.scrollingElement!.scrollHeight - innerHeight }))
+    assert.deepEqual(layout, { top: true, overflow: 0 }, 'the pairing page: themed from the top, no scroll')
     await page.getByRole('textbox', { name: 'Pairing code' }).fill('WRNG-CODE')
     await page.getByRole('button', { name: 'Pair' }).click()
     await page.getByRole('alert').waitFor()
