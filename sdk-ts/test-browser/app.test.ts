@@ -193,6 +193,10 @@ describe('web app in Chromium', () => {
     // nothing scrolls.
     const layout = await page.evaluate(() => ({ top: document.elementFromPoint(5, 5)?.closest('.zd') != null, overflow: document.scrollingElement!.scrollHeight - innerHeight }))
     assert.deepEqual(layout, { top: true, overflow: 0 }, 'the pairing page: themed from the top, no scroll')
+    // The Pair button stands as tall as the code's input, bottoms aligned.
+    const input = (await page.getByRole('textbox', { name: 'Pairing code' }).boundingBox())!
+    const pairBox = (await page.getByRole('button', { name: 'Pair' }).boundingBox())!
+    assert.ok(Math.abs(input.height - pairBox.height) < 1 && Math.abs(input.y + input.height - (pairBox.y + pairBox.height)) < 1, `Pair ${pairBox.height} px tall at ${pairBox.y}, the input ${input.height} px at ${input.y}`)
     // Disabled (no code yet), Pair's text keeps WCAG AA contrast in both themes.
     for (const scheme of ['light', 'dark'] as const) {
       await page.emulateMedia({ colorScheme: scheme })
