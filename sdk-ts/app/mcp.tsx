@@ -286,11 +286,11 @@ function AddServer(props: { admin: boolean; cwd: string | undefined; onAdded: ()
           <label>
             Environment (KEY=VALUE lines) <textarea className="zd-input" value={env} onChange={(e) => setEnv(e.target.value)} rows={2} />
           </label>
-          <label>
+          <label className="mcp-check">
             <input type="checkbox" checked={shared} onChange={(e) => setShared(e.target.checked)} /> Shared by the project's sessions
           </label>
           {admin && (
-            <label>
+            <label className="mcp-check">
               <input type="checkbox" checked={host} onChange={(e) => setHost(e.target.checked)} /> Run on the host, outside the sandbox (scope host)
             </label>
           )}

@@ -569,6 +569,19 @@ describe('web app in Chromium', () => {
     await page.getByRole('link', { name: 'MCP' }).click()
     await page.getByRole('heading', { name: 'MCP servers' }).waitFor()
     await page.getByRole('form', { name: 'Add an MCP server' }).waitFor()
+    // The form's selects stand as tall as its inputs; the checkbox sits before its label's text, on its line.
+    const addForm = page.getByRole('form', { name: 'Add an MCP server' })
+    const nameBox = (await addForm.getByLabel('Name').boundingBox())!
+    for (const select of ['Kind', 'File']) {
+      const box = (await addForm.getByLabel(select).boundingBox())!
+      assert.ok(Math.abs(box.height - nameBox.height) < 1, `the ${select} select is ${box.height} px tall, the Name input ${nameBox.height} px`)
+    }
+    const check = await addForm.getByRole('checkbox', { name: "Shared by the project's sessions" }).evaluate((box) => {
+      const label = box.closest('label')!.getBoundingClientRect()
+      const b = box.getBoundingClientRect()
+      return { left: b.left - label.left, oneLine: label.height < 2 * parseFloat(getComputedStyle(box.closest('label')!).lineHeight) }
+    })
+    assert.deepEqual(check, { left: 0, oneLine: true }, 'the checkbox starts its label, on one line')
     assert.equal(await page.getByRole('option', { name: 'HTTP (a URL)' }).count(), 0)
     assert.equal(await page.getByRole('option', { name: /server user's/ }).count(), 0)
     await page.goBack()
