@@ -229,6 +229,9 @@ describe('web app in Chromium', () => {
     const text = (await transcript(page).textContent()) ?? ''
     assert.ok(text.includes('Stream please.'))
     assert.equal(await composer(page).evaluate((el) => el === document.activeElement), true, 'focus stays in the composer')
+    // The list's item is named by its title alone, its last activity (a time today) on its second line.
+    const item = page.getByRole('list', { name: 'Sessions' }).getByRole('button', { name: 'Stream please.', exact: true })
+    await item.locator('time').getByText(/^\d\d:\d\d$/).waitFor()
     await axe(page, 'session')
     await shots(page, 'session')
   })

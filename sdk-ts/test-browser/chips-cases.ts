@@ -111,11 +111,11 @@ export async function sidebarSharedAcrossPages({ page, context }: ChipsCtx): Pro
     assert.equal(await pin(other).getAttribute('aria-pressed'), 'false')
     await pin(page).click()
     await other.waitForFunction((t) => {
-      const li = [...document.querySelectorAll('[aria-label=Sessions] li')].find((l) => l.querySelector('button')?.textContent === t)
+      const li = [...document.querySelectorAll('[aria-label=Sessions] li')].find((l) => l.querySelector('.zd-session-title')?.textContent === t)
       return li?.querySelector('button[aria-label=Pin]')?.getAttribute('aria-pressed') === 'true'
     }, title)
     // Pinned sessions come first.
-    assert.equal(await other.getByRole('list', { name: 'Sessions' }).getByRole('listitem').first().getByRole('button').first().textContent(), title)
+    assert.equal(await other.getByRole('list', { name: 'Sessions' }).getByRole('listitem').first().getByRole('button', { name: title, exact: true }).count(), 1)
     // The space on show follows too: Pinned in B shows in A, listing only the pinned session.
     await space(other, 'Pinned').click()
     await page.waitForFunction(() => document.querySelector('[aria-label=Space] button[aria-pressed=true]')?.textContent === 'Pinned')
@@ -128,7 +128,7 @@ export async function sidebarSharedAcrossPages({ page, context }: ChipsCtx): Pro
     await other.waitForFunction(() => document.querySelector('[aria-label=Space] button[aria-pressed=true]')?.textContent === 'All')
     await pin(page).click()
     await other.waitForFunction((t) => {
-      const li = [...document.querySelectorAll('[aria-label=Sessions] li')].find((l) => l.querySelector('button')?.textContent === t)
+      const li = [...document.querySelectorAll('[aria-label=Sessions] li')].find((l) => l.querySelector('.zd-session-title')?.textContent === t)
       return li?.querySelector('button[aria-label=Pin]')?.getAttribute('aria-pressed') === 'false'
     }, title)
   } finally {
