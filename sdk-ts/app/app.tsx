@@ -6,6 +6,7 @@ import type { ConnectionState } from '../src/client/client.js'
 import { ChatProvider, HostComposer, HostInteractions, HostPlan, HostTranscript, SessionList, useChat, useStore } from '../src/react/index.js'
 import { forgetAuth, loadAuth, pair, saveAuth, serverUrl, type Auth } from './auth.js'
 import { AgentPanel } from './agents.js'
+import { ArchivedSessions } from './archived.js'
 import { McpPage } from './mcp.js'
 import { GitPanel, SessionSettings, UsagePage } from './panels.js'
 import { saveTheme, useSharedTheme, type Theme } from './prefs.js'
@@ -305,14 +306,18 @@ function Shell(props: { host: ServerHost; auth: Auth; theme: Theme; onTheme: (t:
               if (last !== undefined && host.sessions.get().some((s) => s.id === last)) go({ view: 'session', sessionId: last })
             }}
           />
-          <SessionList
-            activeId={activeId}
-            onSelect={(id) => go({ view: 'session', sessionId: id })}
-            onNewSession={create}
-            filter={(s) => !s.parentSessionId && (sidebar.space !== 'pinned' || sidebar.pinned.has(s.id))}
-            pinned={sidebar.pinned}
-            onTogglePin={sidebar.setPinned}
-          />
+          {sidebar.space === 'archived' ? (
+            <ArchivedSessions host={host} />
+          ) : (
+            <SessionList
+              activeId={activeId}
+              onSelect={(id) => go({ view: 'session', sessionId: id })}
+              onNewSession={create}
+              filter={(s) => !s.parentSessionId && (sidebar.space !== 'pinned' || sidebar.pinned.has(s.id))}
+              pinned={sidebar.pinned}
+              onTogglePin={sidebar.setPinned}
+            />
+          )}
           {sidebar.error && (
             <p className="zd-error" role="alert">
               {sidebar.error}

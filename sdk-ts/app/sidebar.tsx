@@ -1,5 +1,5 @@
 // The sidebar's state shared across browsers (issue 24 section 2, sidebar.*; protocol seed
-// "sidebar"): the space on show (All or Pinned sessions, sidebar.getSpace / sidebar.setSpace) and
+// "sidebar"): the space on show (All, Pinned or Archived sessions, sidebar.getSpace / sidebar.setSpace) and
 // each space's view record (sidebar.getViews / sidebar.setView): { session } is the conversation
 // last open in that space, reopened when the reader switches back to it, and the "all" space's
 // record also holds { pinned }, the pinned sessions' ids. A page reads them when it connects,
@@ -12,6 +12,7 @@ import { useStore } from '../src/react/index.js'
 export const SPACES = [
   { id: 'all', label: 'All' },
   { id: 'pinned', label: 'Pinned' },
+  { id: 'archived', label: 'Archived' },
 ] as const
 
 /** A space's id. */
