@@ -193,6 +193,10 @@ function Shell(props: { host: ServerHost; auth: Auth; theme: Theme; onTheme: (t:
   const [route, go] = useRoute()
   const [error, setError] = useState<string>()
   const activeId = route.view === 'session' ? route.sessionId : undefined
+  // Narrow windows (app.css): the sidebar folds behind the header's "Sessions" button, open on the
+  // home view and closed when a view opens.
+  const [navOpen, setNavOpen] = useState(route.view === 'home')
+  useEffect(() => setNavOpen(route.view === 'home'), [route.view, activeId])
   useSharedTheme(host.client, props.onTheme)
   const sidebar = useSharedSidebar(host.client)
   const { rememberSession, loaded: sidebarLoaded } = sidebar
@@ -256,6 +260,9 @@ function Shell(props: { host: ServerHost; auth: Auth; theme: Theme; onTheme: (t:
           zidane
         </a>
         <ConnectionStatus host={host} />
+        <button type="button" className="zd-button nav-toggle" aria-expanded={navOpen} aria-controls="sidebar" onClick={() => setNavOpen(!navOpen)}>
+          Sessions
+        </button>
         <span className="zd-spacer" />
         <a
           href="/usage"
@@ -296,7 +303,7 @@ function Shell(props: { host: ServerHost; auth: Auth; theme: Theme; onTheme: (t:
         </button>
       </header>
       <div className="body">
-        <aside className="sidebar">
+        <aside id="sidebar" className={navOpen ? 'sidebar open' : 'sidebar'}>
           <SessionSearch onOpen={(sessionId, turnId) => go(turnId ? { view: 'session', sessionId, turnId } : { view: 'session', sessionId })} />
           <SpaceSwitch
             sidebar={sidebar}

@@ -236,6 +236,47 @@ describe('web app in Chromium', () => {
     await shots(page, 'session')
   })
 
+  test('a 400 px wide window: the sidebar folds behind "Sessions", the header wraps, nothing overflows sideways; axe light and dark', async () => {
+    const p = await context.newPage()
+    watch(p)
+    try {
+      await p.setViewportSize({ width: 400, height: 800 })
+      const sideways = () => p.evaluate(() => [...document.querySelectorAll('.zd *')].filter((e) => e.getBoundingClientRect().right > innerWidth + 0.5 && getComputedStyle(e).position !== 'fixed').map((e) => e.className || e.tagName))
+      const toggle = p.getByRole('button', { name: 'Sessions', exact: true })
+      // Home: the list is open above the view.
+      await p.goto(base)
+      await connection(p).getByText('Connected').waitFor()
+      assert.equal(await toggle.getAttribute('aria-expanded'), 'true')
+      await p.getByRole('list', { name: 'Sessions' }).getByRole('listitem').first().waitFor()
+      assert.deepEqual(await sideways(), [], 'nothing wider than the window (home)')
+      // A session: the list folds away, the session's view has the width.
+      await p.getByRole('list', { name: 'Sessions' }).getByRole('button', { name: 'Stream please.', exact: true }).click()
+      await transcript(p).waitFor()
+      await p.getByRole('list', { name: 'Sessions' }).waitFor({ state: 'hidden' })
+      assert.equal(await toggle.getAttribute('aria-expanded'), 'false')
+      assert.deepEqual(await sideways(), [], 'nothing wider than the window (session)')
+      const box = (await composer(p).boundingBox())!
+      assert.ok(box.width > 300, `the message box is ${box.width} px wide`)
+      for (const scheme of ['light', 'dark'] as const) {
+        await p.emulateMedia({ colorScheme: scheme })
+        await axe(p, `narrow session (${scheme})`)
+      }
+      await shots(p, 'narrow-session')
+      // The toggle opens the list again.
+      await toggle.click()
+      await p.getByRole('list', { name: 'Sessions' }).getByRole('button', { name: 'Stream please.', exact: true }).waitFor()
+      assert.equal(await toggle.getAttribute('aria-expanded'), 'true')
+      assert.deepEqual(await sideways(), [], 'nothing wider than the window (list open)')
+      for (const scheme of ['light', 'dark'] as const) {
+        await p.emulateMedia({ colorScheme: scheme })
+        await axe(p, `narrow list (${scheme})`)
+      }
+      await shots(p, 'narrow-list')
+    } finally {
+      await p.close()
+    }
+  })
+
   test('reload mid-run: the transcript continues, nothing lost or doubled', async () => {
     await newSession(page)
     await send(page, 'Reload during this.')
