@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,6 +32,10 @@ const (
 	pairBlockFor   = 15 * time.Minute
 	pairMaxTracked = 10000
 	pairBodyLimit  = 4 << 10
+	// pairBodyTimeout bounds the read of a pairing request's body: the endpoint needs no token, so
+	// a client that sends the headers and then trickles (or withholds) the body must not hold its
+	// connection and goroutine for ever (the server's ReadHeaderTimeout covers only the headers).
+	pairBodyTimeout = 10 * time.Second
 )
 
 type pairAttempts struct {
@@ -46,10 +51,13 @@ type pairLimiter struct {
 	byIP map[string]*pairAttempts
 	now  func() time.Time
 	unit time.Duration // the delay step: a second (tests shorten it)
+	// bodyTimeout is how long a request's body may take to arrive: pairBodyTimeout (tests
+	// shorten it).
+	bodyTimeout time.Duration
 }
 
 func newPairLimiter() *pairLimiter {
-	return &pairLimiter{byIP: map[string]*pairAttempts{}, now: time.Now, unit: time.Second}
+	return &pairLimiter{byIP: map[string]*pairAttempts{}, now: time.Now, unit: time.Second, bodyTimeout: pairBodyTimeout}
 }
 
 // begin reserves an attempt for the address. It returns how long the address is blocked (0 and
@@ -228,9 +236,22 @@ func (s *Server) servePair(w http.ResponseWriter, r *http.Request) {
 			s.pairs.done(ip, success)
 		}
 	}()
+	// A deadline for the body (the server's ReadHeaderTimeout ended with the headers): without it
+	// a client that never finishes its body holds the connection open indefinitely, and any number
+	// of them, needing no token, exhaust the server's file descriptors.
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.pairs.bodyTimeout))
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, pairBodyLimit))
 	if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
 		pairError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("The body is over %d KiB; send only {\"code\": \"XXXX-XXXX\", \"name\": \"my-laptop\"}.", pairBodyLimit>>10))
+		return
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		w.Header().Set("Connection", "close")
+		pairError(w, http.StatusRequestTimeout, fmt.Sprintf("The body did not arrive within %s; send the whole {\"code\": \"XXXX-XXXX\", \"name\": \"my-laptop\"} at once.", s.pairs.bodyTimeout))
+		return
+	}
+	if err != nil {
+		pairError(w, http.StatusBadRequest, "The body could not be read ("+err.Error()+"); send {\"code\": \"XXXX-XXXX\", \"name\": \"my-laptop\"} again.")
 		return
 	}
 	req, err := decodePairRequest(bytes.NewReader(body))

@@ -1,10 +1,12 @@
 package server
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -300,4 +302,31 @@ func TestParseTrustedProxies(t *testing.T) {
 	_, err = ParseTrustedProxies([]string{"127.0.0.1/32,proxy.local"})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `--trusted-proxy "proxy.local": give a CIDR range`)
+}
+
+// TestPairingBodyDeadline (break-it): POST /zidane/pair needs no token, so a client that sends
+// the headers and then withholds the rest of its body must not hold the connection: past the
+// body deadline it gets 408 saying so and the connection is closed.
+func TestPairingBodyDeadline(t *testing.T) {
+	e := newEnv(t, nil)
+	e.srv.pairs.bodyTimeout = 200 * time.Millisecond
+	nc, err := net.Dial("tcp", strings.TrimPrefix(e.hs.URL, "http://"))
+	require.NoError(t, err)
+	defer nc.Close()
+	_, err = fmt.Fprintf(nc, "POST /zidane/pair HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: 400\r\n\r\n{\"code\":", strings.TrimPrefix(e.hs.URL, "http://"))
+	require.NoError(t, err)
+	require.NoError(t, nc.SetReadDeadline(time.Now().Add(5*time.Second)))
+	resp, err := http.ReadResponse(bufio.NewReader(nc), nil)
+	require.NoError(t, err, "the server answers a withheld body instead of waiting for it")
+	defer resp.Body.Close()
+	assert.Equal(t, http.StatusRequestTimeout, resp.StatusCode)
+	var out map[string]string
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
+	assert.Contains(t, out["error"], "did not arrive within 200ms")
+	assert.True(t, resp.Close, "the connection is not kept for another request")
+
+	// A body that arrives in time is served as before.
+	code, _, err := e.st.CreatePairingCode(context.Background(), "chat", time.Minute, 0)
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusOK, pairPost(t, e.hs.URL, `{"code":"`+code+`","name":"in-time"}`, nil))
 }
