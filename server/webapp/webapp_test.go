@@ -3,6 +3,7 @@ package webapp
 import (
 	"bytes"
 	"compress/gzip"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -144,4 +145,27 @@ func TestEmbeddedBuildCompiles(t *testing.T) {
 	w := get(t, h, http.MethodGet, "/")
 	assert.Equal(t, http.StatusOK, w.Code)
 	assert.Equal(t, http.StatusNotFound, get(t, h, http.MethodGet, "/.placeholder").Code)
+}
+
+// TestRangesAreBounded (break-it): a Range header listing many ranges gets the first range only,
+// never a multipart answer that multiplies a small request into megabytes of parts; one range is
+// served as asked.
+func TestRangesAreBounded(t *testing.T) {
+	h := New(Options{FS: built()})
+	var ranges []string
+	for i := 0; i < 2000; i += 2 {
+		ranges = append(ranges, fmt.Sprintf("%d-%d", i, i))
+	}
+	w := get(t, h, http.MethodGet, "/assets/index-AbCd1234.js", "Range", "bytes="+strings.Join(ranges, ","))
+	assert.Equal(t, http.StatusPartialContent, w.Code)
+	assert.NotContains(t, w.Header().Get("Content-Type"), "multipart", "no multipart answer")
+	assert.Equal(t, "bytes 0-0/"+fmt.Sprint(len(appJS)), w.Header().Get("Content-Range"))
+	assert.Equal(t, appJS[:1], w.Body.String())
+	assert.Equal(t, "DENY", w.Header().Get("X-Frame-Options"))
+
+	w = get(t, h, http.MethodGet, "/assets/index-AbCd1234.js", "Range", "bytes=10-19")
+	assert.Equal(t, http.StatusPartialContent, w.Code)
+	assert.Equal(t, appJS[10:20], w.Body.String())
+	w = get(t, h, http.MethodGet, "/assets/index-AbCd1234.js", "Range", "bytes=5-1, 0-3")
+	assert.Equal(t, http.StatusRequestedRangeNotSatisfiable, w.Code, "an unsatisfiable first range is still refused")
 }
