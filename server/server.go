@@ -722,6 +722,7 @@ func (s *Server) track(c *conn, add bool) {
 // ServeHTTP answers plain HTTP (GET /healthz, /version, /protocol.json, /openrpc.json, the web app on the other
 // GETs when it is on) and WebSocket upgrades on any path.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	setBaseHeaders(w.Header())
 	health := (r.Method == http.MethodGet || r.Method == http.MethodHead) && (r.URL.Path == "/healthz" || r.URL.Path == "/health")
 	if !health && !s.hostAllowed(r) {
 		plainText(w, http.StatusForbidden, "Forbidden: host not allowed. This server listens on a loopback address and answers only Host names that are loopback (localhost, 127.0.0.1, [::1]) with its port; an operator can allow another name with "+s.flagHint("--allowed-host NAME")+".")
@@ -792,6 +793,22 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		plainText(w, http.StatusNotFound, "Not found. Connect a WebSocket to this port, or GET /healthz, /version, /protocol.json, /openrpc.json, /zidane/sse/openapi.json, /metrics, or POST /zidane/pair.")
 	}
+}
+
+// BaseCSP is the Content-Security-Policy of every answer that sets no policy of its own (the web
+// app and /zidane/media set theirs): nothing loads, runs or frames it, so a JSON or text answer
+// opened as a page, or a refusal, is inert.
+const BaseCSP = "default-src 'none'; frame-ancestors 'none'"
+
+// setBaseHeaders sets the headers every HTTP answer carries, refusals and upgrades' refusals
+// included: X-Content-Type-Options: nosniff (no JSON or text sniffed into script or HTML),
+// Referrer-Policy: no-referrer, X-Frame-Options: DENY and BaseCSP. Routes with a policy of their
+// own replace the CSP.
+func setBaseHeaders(h http.Header) {
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("Content-Security-Policy", BaseCSP)
 }
 
 // onlyGet reports whether r is a GET; otherwise it has answered 405 with Allow: GET.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/zidane-server/zidane/protocol"
+	"github.com/zidane-server/zidane/server/webapp"
 )
 
 func httpGet(t *testing.T, url string) (int, http.Header, string) {
@@ -94,9 +96,63 @@ func TestWebAppOff(t *testing.T) {
 	for _, p := range []string{"/", "/s/1", "/index.html"} {
 		status, hd, body := httpGet(t, e.hs.URL+p)
 		assert.Equal(t, http.StatusNotFound, status, p)
-		assert.Empty(t, hd.Get("Content-Security-Policy"), p)
+		assert.Equal(t, BaseCSP, hd.Get("Content-Security-Policy"), "%s: the server's own answer, not the app's policy", p)
 		assert.Contains(t, body, "Connect a WebSocket", p)
 	}
 	c := e.dial()
 	c.hello()
+}
+
+// TestEveryAnswerHasSecurityHeaders (break-it): not only the app's answers but every plain HTTP
+// answer of the port, refusals included (health, version, pairing, media, metrics, the SSE
+// routes, the 404 of an unknown method, an upgrade without a token, a foreign Host), carries
+// nosniff, no-referrer, X-Frame-Options: DENY and a CSP that frames nothing; the app and
+// /zidane/media keep their own policies.
+func TestEveryAnswerHasSecurityHeaders(t *testing.T) {
+	e := newEnv(t, func(c *Config) { c.WebApp, c.SSEBasePath = true, "/api/chat" })
+	do := func(method, path string, hdr ...string) *http.Response {
+		req, err := http.NewRequest(method, e.hs.URL+path, strings.NewReader("{}"))
+		require.NoError(t, err)
+		for i := 0; i+1 < len(hdr); i += 2 {
+			if hdr[i] == "Host" {
+				req.Host = hdr[i+1]
+			} else {
+				req.Header.Set(hdr[i], hdr[i+1])
+			}
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp
+	}
+	upgrade := []string{"Connection", "Upgrade", "Upgrade", "websocket", "Sec-WebSocket-Version", "13", "Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="}
+	cases := []struct {
+		name, method, path string
+		hdr                []string
+		status             int
+		csp                string
+	}{
+		{"health", http.MethodGet, "/healthz", nil, http.StatusOK, BaseCSP},
+		{"version", http.MethodGet, "/version", nil, http.StatusOK, BaseCSP},
+		{"pair GET", http.MethodGet, "/zidane/pair", nil, http.StatusMethodNotAllowed, BaseCSP},
+		{"pair bad body", http.MethodPost, "/zidane/pair", nil, http.StatusBadRequest, BaseCSP},
+		{"media without ticket", http.MethodGet, "/zidane/media?path=x.png", nil, http.StatusUnauthorized, BaseCSP},
+		{"metrics without token", http.MethodGet, "/metrics", nil, http.StatusUnauthorized, BaseCSP},
+		{"SSE without token", http.MethodPost, "/api/chat/sessions", nil, http.StatusUnauthorized, BaseCSP},
+		{"POST to the app", http.MethodPost, "/s/1", nil, http.StatusNotFound, BaseCSP},
+		{"upgrade without token", http.MethodGet, "/", upgrade, http.StatusUnauthorized, BaseCSP},
+		{"foreign Host", http.MethodGet, "/", []string{"Host", "evil.example"}, http.StatusForbidden, BaseCSP},
+		{"the app", http.MethodGet, "/s/1", nil, http.StatusOK, webapp.CSP},
+		{"the app's 404", http.MethodGet, "/x.json", nil, http.StatusNotFound, webapp.CSP},
+	}
+	for _, c := range cases {
+		resp := do(c.method, c.path, c.hdr...)
+		assert.Equal(t, c.status, resp.StatusCode, c.name)
+		assert.Equal(t, "nosniff", resp.Header.Get("X-Content-Type-Options"), c.name)
+		assert.Equal(t, "no-referrer", resp.Header.Get("Referrer-Policy"), c.name)
+		assert.Equal(t, "DENY", resp.Header.Get("X-Frame-Options"), c.name)
+		assert.Equal(t, c.csp, resp.Header.Get("Content-Security-Policy"), c.name)
+		assert.Len(t, resp.Header.Values("Content-Security-Policy"), 1, "%s: one policy, not two", c.name)
+	}
 }
