@@ -521,12 +521,13 @@ func (c *conn) send(frame []byte) {
 		return
 	}
 	c.writing = true
-	c.qbytes += len(frame)
+	c.addQueued(len(frame))
 	c.qmu.Unlock()
+	c.srv.overBudget()
 	err := c.write([][]byte{frame})
 	c.qmu.Lock()
 	c.writing = false
-	c.qbytes -= len(frame)
+	c.addQueued(-len(frame))
 	if err == nil {
 		c.kickLocked() // frames queued meanwhile
 	}
@@ -553,16 +554,91 @@ func (c *conn) enqueueLocked(frame []byte) {
 	}
 	if len(c.queue) >= lim.SendQueueMessages || c.qbytes+len(frame) > lim.SendQueueBytes {
 		n, b := len(c.queue), c.qbytes
-		c.closing = true // from here on nothing more is queued or written (field case B18)
+		c.shedLocked() // from here on nothing more is queued or written (field case B18)
 		c.qmu.Unlock()
 		c.log().Warn("send queue full: closing the slow connection", "messages", n, "bytes", b)
 		go c.finishClose(websocket.StatusTryAgainLater, "send queue full: reconnect and resume")
 		return
 	}
 	c.queue = append(c.queue, frame)
-	c.qbytes += len(frame)
+	c.addQueued(len(frame))
 	c.kickLocked()
 	c.qmu.Unlock()
+	c.srv.overBudget()
+}
+
+// addQueued adds n (negative: frames written or dropped) to the connection's queued bytes and
+// to the server's total; the caller holds qmu.
+func (c *conn) addQueued(n int) {
+	c.qbytes += n
+	c.srv.queued.Add(int64(n))
+}
+
+// shedLocked marks the connection closing and drops the frames waiting in its queue at once
+// (the batch being written, if any, stays until its write ends): a peer that stopped reading
+// holds no more of the server's memory than that batch while its close runs. The caller holds
+// qmu.
+func (c *conn) shedLocked() {
+	c.closing = true
+	dropped := 0
+	for _, f := range c.queue {
+		dropped += len(f)
+	}
+	c.queue = nil
+	c.addQueued(-dropped)
+}
+
+// overBudget sheds the largest queues while the bytes queued on all connections exceed
+// Limits.SendQueueTotalBytes. Each connection's own bound (SendQueueBytes) alone let any number
+// of connections that never read, each just under it, hold that much memory each (break-it: 8
+// connections pipelining prefs.get held 1.2 GB); past the total the connection with the most
+// queued is closed with 1013 and its queue dropped, as its own bound would. One goroutine sheds
+// at a time; the others go on.
+func (s *Server) overBudget() {
+	limit := s.cfg.Limits.SendQueueTotalBytes
+	if s.queued.Load() <= limit || !s.shedding.CompareAndSwap(false, true) {
+		return
+	}
+	defer s.shedding.Store(false)
+	for s.queued.Load() > limit {
+		if !s.shedLargest() {
+			return
+		}
+	}
+}
+
+// shedLargest closes (1013) the open connection with the most bytes queued; false when none
+// holds any.
+func (s *Server) shedLargest() bool {
+	s.connsMu.Lock()
+	conns := make([]*conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.connsMu.Unlock()
+	var victim *conn
+	most := 0
+	for _, c := range conns {
+		c.qmu.Lock()
+		if !c.closing && c.qbytes > most {
+			victim, most = c, c.qbytes
+		}
+		c.qmu.Unlock()
+	}
+	if victim == nil {
+		return false
+	}
+	victim.qmu.Lock()
+	if victim.closing {
+		victim.qmu.Unlock()
+		return true // it closed meanwhile: look again
+	}
+	victim.shedLocked()
+	victim.qmu.Unlock()
+	victim.log().Warn("the server's send budget is full: closing the connection with the largest queue",
+		"bytes", most, "total_limit", s.cfg.Limits.SendQueueTotalBytes)
+	go victim.finishClose(websocket.StatusTryAgainLater, "server send budget full: reconnect and resume")
+	return true
 }
 
 // kickLocked starts the writer goroutine when frames are queued and nothing writes them; the
@@ -648,7 +724,7 @@ func (c *conn) writeLoop() {
 	for {
 		c.qmu.Lock()
 		if c.closing {
-			c.queue, c.qbytes = nil, 0
+			c.shedLocked()
 		}
 		if c.closing || len(c.queue) == 0 || c.writing {
 			c.writerOn = false
@@ -668,7 +744,7 @@ func (c *conn) writeLoop() {
 			batch[i] = nil
 		}
 		c.qmu.Lock()
-		c.qbytes -= size
+		c.addQueued(-size)
 		c.writing = false
 		if err != nil {
 			c.writerOn = false

@@ -23,7 +23,8 @@ func benchConns(n int) (*hub, []*conn) {
 func drain(cs []*conn) {
 	for _, c := range cs {
 		c.qmu.Lock()
-		c.queue, c.qbytes = c.queue[:0], 0
+		c.queue = c.queue[:0]
+		c.addQueued(-c.qbytes)
 		c.qmu.Unlock()
 	}
 }

@@ -58,6 +58,11 @@ type Limits struct {
 	// connection is closed with 1013 and the client resumes. Defaults 8192 messages, 64 MiB.
 	SendQueueMessages int
 	SendQueueBytes    int
+	// SendQueueTotalBytes bounds the outgoing bytes queued on all WebSocket connections together
+	// (each connection's queue counted whole, a signal shared by several counted once for each);
+	// past it the connection with the largest queue is closed with 1013. Default 16 times
+	// SendQueueBytes (1 GiB), at least SendQueueBytes.
+	SendQueueTotalBytes int64
 	// WriteTimeout bounds one frame's write; default 10 s.
 	WriteTimeout time.Duration
 	// PingInterval is how often the server pings; default 25 s. PongTimeout is how long it waits
@@ -101,6 +106,12 @@ func (l *Limits) defaults() {
 	}
 	if int64(l.SendQueueBytes) < l.MaxMessageBytes {
 		l.SendQueueBytes = int(l.MaxMessageBytes) // one largest message must fit
+	}
+	if l.SendQueueTotalBytes <= 0 {
+		l.SendQueueTotalBytes = 16 * int64(l.SendQueueBytes)
+	}
+	if l.SendQueueTotalBytes < int64(l.SendQueueBytes) {
+		l.SendQueueTotalBytes = int64(l.SendQueueBytes)
 	}
 	if l.WriteTimeout <= 0 {
 		l.WriteTimeout = 10 * time.Second
@@ -302,8 +313,12 @@ type Server struct {
 	metrics   *metrics
 	replica   *cluster.Replica // this process among the replicas of its database (replicas.go)
 
-	connsMu  sync.Mutex
-	conns    map[*conn]struct{}
+	connsMu sync.Mutex
+	conns   map[*conn]struct{}
+	// queued is the sum of every connection's qbytes (Limits.SendQueueTotalBytes bounds it);
+	// shedding is set while one goroutine closes the largest queue (shedLargest).
+	queued   atomic.Int64
+	shedding atomic.Bool
 	draining atomic.Bool // set by Shutdown: new connections are refused with 503
 
 	presencePending atomic.Bool    // a coalesced presence:changed is scheduled

@@ -494,6 +494,7 @@ func startCmd() *cobra.Command {
 	cmd.Flags().DurationVar(&limits.RequestTimeout, "request-timeout", 60*time.Second, "longest a request's handler may run")
 	cmd.Flags().IntVar(&limits.Replay.PerSessionSignals, "replay-signals", 2000, "signals the replay log of sessions.resume keeps per session (older ones answer gap: the client reloads)")
 	cmd.Flags().IntVar(&limits.SendQueueBytes, "send-queue-bytes", 64<<20, "outgoing bytes queued per connection before it is closed with 1013 (the client resumes)")
+	cmd.Flags().Int64Var(&limits.SendQueueTotalBytes, "send-queue-total-bytes", 0, "outgoing bytes queued on all WebSocket connections together before the one with the largest queue is closed with 1013 (default 16 times --send-queue-bytes)")
 	cmd.Flags().IntVar(&limits.MaxConnsPerToken, "max-conns-per-token", 8192, "WebSocket connections and SSE streams one token may have open at once (past it: 429)")
 	cmd.Flags().IntVar(&limits.MaxConnsPerAddress, "max-conns-per-address", 8192, "WebSocket connections and SSE streams one client address may have open at once (past it: 429)")
 	cmd.Flags().StringVar(&sseBasePath, "sse-base-path", protocol.SSEDefaultBasePath, "serve the SSE protocol v1 (HTTP + Server-Sent Events, docs/protocol.md \"SSE protocol\") under this path; \"\" turns it off")
