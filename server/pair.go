@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"strconv"
 	"strings"
@@ -21,9 +22,9 @@ import (
 	"github.com/zidane-server/zidane/server/store"
 )
 
-// Pairing limits: after pairSlowAfter wrong codes from one address within pairWindow each further
-// answer is delayed by a second more (at most pairMaxDelay); at pairBlockAfter the address gets
-// 429 until pairBlockFor has passed.
+// Pairing limits: after pairSlowAfter wrong codes from one address (an IPv6 address's /64,
+// pairKey) within pairWindow each further answer is delayed by a second more (at most
+// pairMaxDelay); at pairBlockAfter the address gets 429 until pairBlockFor has passed.
 const (
 	pairWindow     = 10 * time.Minute
 	pairSlowAfter  = 3
@@ -223,7 +224,8 @@ func (s *Server) servePair(w http.ResponseWriter, r *http.Request) {
 		plainText(w, http.StatusForbidden, "Forbidden: origin not allowed")
 		return
 	}
-	ip := s.clientIP(r) // behind a --trusted-proxy: the browser's address, not the proxy's
+	addr := s.clientIP(r) // behind a --trusted-proxy: the browser's address, not the proxy's
+	ip := pairKey(addr)
 	d, ok := s.pairs.begin(ip)
 	if !ok {
 		w.Header().Set("Retry-After", strconv.Itoa(int(d.Seconds())+1))
@@ -293,7 +295,7 @@ func (s *Server) servePair(w http.ResponseWriter, r *http.Request) {
 		pairError(w, http.StatusServiceUnavailable, "The database is unavailable; try again shortly.")
 	default:
 		success = true
-		s.log.Info("paired", "token", tok.Name, "scope", tok.Scope, "from", ip)
+		s.log.Info("paired", "token", tok.Name, "scope", tok.Scope, "from", addr)
 		writeJSON(w, http.StatusOK, map[string]string{"token": plain, "scope": tok.Scope})
 	}
 }
@@ -307,6 +309,23 @@ func (s *Server) pairFailed(w http.ResponseWriter, ip string) {
 
 // pairRefusal answers a code that cannot be redeemed, whatever the reason.
 const pairRefusal = "Unknown, used or expired pairing code. Ask the operator for a new one (zidane-server pair)."
+
+// pairKey is the address the pairing lockout counts wrong codes against: an IPv4 address
+// itself, an IPv6 address's /64. One IPv6 host is usually given a whole /64 (SLAAC, privacy
+// addresses), so counting each address apart let it take 10 guesses from each of 2^64 addresses
+// and never be slowed or refused.
+func pairKey(ip string) string {
+	a, err := netip.ParseAddr(ip)
+	if err != nil {
+		return ip
+	}
+	a = a.Unmap()
+	if a.Is4() {
+		return a.String()
+	}
+	p, _ := a.Prefix(64) // an IPv6 address always has a /64
+	return p.String()
+}
 
 // remoteIP is the request's TCP peer address (clientIP reads a trusted proxy's headers).
 func remoteIP(r *http.Request) string {

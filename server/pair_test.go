@@ -252,31 +252,51 @@ func pairPost(t *testing.T, url, body string, hdr map[string]string) int {
 	return resp.StatusCode
 }
 
+// wrongPairBody is a pairing body with a code that is never issued (Z is in the alphabet, the code is
+// not in the store).
+const wrongPairBody = `{"code":"ZZZZ-ZZZZ","name":"guess"}`
+
+// pairXFF is the header a proxy sets for the client address v.
+func pairXFF(v string) map[string]string { return map[string]string{"X-Forwarded-For": v} }
+
+// pairEnvBehindProxy is a server trusting the proxies of cidrs (the test server's peer is
+// 127.0.0.1), with the pairing delay step shortened.
+func pairEnvBehindProxy(t *testing.T, cidrs string) *testEnv {
+	t.Helper()
+	proxies, err := ParseTrustedProxies([]string{cidrs})
+	require.NoError(t, err)
+	e := newEnv(t, func(c *Config) { c.TrustedProxies = proxies })
+	e.srv.pairs.unit = time.Millisecond
+	return e
+}
+
+// guessFrom posts one wrong code more than the lockout allows, the i-th with X-Forwarded-For
+// from(i), and returns the last status.
+func guessFrom(t *testing.T, e *testEnv, from func(i int) string) (last int) {
+	t.Helper()
+	for i := 0; i < pairBlockAfter+1; i++ {
+		last = pairPost(t, e.hs.URL, wrongPairBody, pairXFF(from(i)))
+	}
+	return last
+}
+
 // TestPairingLockoutPerClientBehindTrustedProxy: with --trusted-proxy covering the proxy's
 // address (the test server's peer is 127.0.0.1, as behind a loopback proxy), wrong codes lock out
 // the client X-Forwarded-For names, not every browser behind the proxy; the part of the header
 // left of the proxy's own entry is the client's to forge and does not escape the lockout.
 func TestPairingLockoutPerClientBehindTrustedProxy(t *testing.T) {
-	proxies, err := ParseTrustedProxies([]string{"127.0.0.1/32,10.0.0.0/8"})
-	require.NoError(t, err)
-	e := newEnv(t, func(c *Config) { c.TrustedProxies = proxies })
-	e.srv.pairs.unit = time.Millisecond
-	wrong := `{"code":"ZZZZ-ZZZZ","name":"guess"}`
-	xff := func(v string) map[string]string { return map[string]string{"X-Forwarded-For": v} }
-	var last int
-	for i := 0; i < pairBlockAfter+1; i++ {
-		// The attacker forges a left part; the proxy appended the address it saw, 203.0.113.7.
-		last = pairPost(t, e.hs.URL, wrong, xff(fmt.Sprintf("198.51.100.%d, 203.0.113.7", i)))
-	}
+	e := pairEnvBehindProxy(t, "127.0.0.1/32,10.0.0.0/8")
+	// The attacker forges a left part; the proxy appended the address it saw, 203.0.113.7.
+	last := guessFrom(t, e, func(i int) string { return fmt.Sprintf("198.51.100.%d, 203.0.113.7", i) })
 	require.Equal(t, http.StatusTooManyRequests, last)
-	assert.Equal(t, http.StatusTooManyRequests, pairPost(t, e.hs.URL, wrong, xff("203.0.113.7, 10.1.2.3")),
+	assert.Equal(t, http.StatusTooManyRequests, pairPost(t, e.hs.URL, wrongPairBody, pairXFF("203.0.113.7, 10.1.2.3")),
 		"a trusted hop right of the client is skipped: still the attacker's address")
 
 	good, _, err := e.st.CreatePairingCode(context.Background(), "chat", time.Minute, 0)
 	require.NoError(t, err)
-	assert.Equal(t, http.StatusUnauthorized, pairPost(t, e.hs.URL, wrong, map[string]string{"Forwarded": `for="[2001:db8::1]:4711";proto=https`}),
+	assert.Equal(t, http.StatusUnauthorized, pairPost(t, e.hs.URL, wrongPairBody, map[string]string{"Forwarded": `for="[2001:db8::1]:4711";proto=https`}),
 		"another client (Forwarded) is not locked out")
-	assert.Equal(t, http.StatusOK, pairPost(t, e.hs.URL, `{"code":"`+good+`","name":"phone"}`, xff("203.0.113.8")),
+	assert.Equal(t, http.StatusOK, pairPost(t, e.hs.URL, `{"code":"`+good+`","name":"phone"}`, pairXFF("203.0.113.8")),
 		"another browser behind the same proxy pairs")
 }
 
@@ -329,4 +349,21 @@ func TestPairingBodyDeadline(t *testing.T) {
 	code, _, err := e.st.CreatePairingCode(context.Background(), "chat", time.Minute, 0)
 	require.NoError(t, err)
 	assert.Equal(t, http.StatusOK, pairPost(t, e.hs.URL, `{"code":"`+code+`","name":"in-time"}`, nil))
+}
+
+// TestPairingLockoutPerIPv6Prefix (break-it): wrong codes from IPv6 addresses count against
+// their /64, so a client that changes its address within its prefix for each guess is still
+// slowed and refused; another /64, and an IPv4 client, are not.
+func TestPairingLockoutPerIPv6Prefix(t *testing.T) {
+	e := pairEnvBehindProxy(t, "127.0.0.1/32")
+	last := guessFrom(t, e, func(i int) string { return fmt.Sprintf("2001:db8:1:2:%x::%x", i, i+1) })
+	require.Equal(t, http.StatusTooManyRequests, last, "every address of 2001:db8:1:2::/64 shares one count")
+	good, _, err := e.st.CreatePairingCode(context.Background(), "chat", time.Minute, 0)
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusTooManyRequests, pairPost(t, e.hs.URL, `{"code":"`+good+`","name":"phone"}`, pairXFF("2001:db8:1:2:ffff::1")))
+	assert.Equal(t, http.StatusUnauthorized, pairPost(t, e.hs.URL, wrongPairBody, pairXFF("2001:db8:1:3::1")), "the next /64 is another client")
+	assert.Equal(t, http.StatusOK, pairPost(t, e.hs.URL, `{"code":"`+good+`","name":"phone"}`, pairXFF("::ffff:203.0.113.8")), "an IPv4 client pairs")
+	assert.Equal(t, "203.0.113.8", pairKey("::ffff:203.0.113.8"))
+	assert.Equal(t, "2001:db8:1:2::/64", pairKey("2001:db8:1:2:aaaa:bbbb:cccc:dddd"))
+	assert.Equal(t, "not-an-ip", pairKey("not-an-ip"))
 }
