@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -63,6 +64,19 @@ func TestSSEBodyErrorsSpeakTheProtocol(t *testing.T) {
 	_, msg := post("/"+sid+"/answer", `{"requestId":"r"}`)
 	assert.Contains(t, msg, "the body holds exactly one of approval")
 	assertProtocolWords(t, msg, "answer without approval or question")
+}
+
+// TestSSEBodyDeadline (break-it): an SSE POST whose body is withheld after its headers is
+// answered 408 in the protocol's ErrorBody once the body timeout (the request timeout) passes,
+// and the connection closes; it held the connection for ever, outside every connection bound.
+func TestSSEBodyDeadline(t *testing.T) {
+	e := newEnv(t, func(c *Config) { c.SSEBasePath, c.Limits.RequestTimeout = "/api/chat", 2*time.Second })
+	resp := withheldBody(t, e.hs.URL, "/api/chat/sessions", e.token)
+	assert.Equal(t, http.StatusRequestTimeout, resp.StatusCode)
+	b, _ := io.ReadAll(resp.Body)
+	assert.Contains(t, string(b), `"status":408`)
+	assert.Contains(t, string(b), "did not arrive within 2s")
+	assert.True(t, resp.Close, "the connection is not kept for another request")
 }
 
 // A tool input the model wrote with a wrong type is answered, to the model, in JSON words: it

@@ -330,15 +330,7 @@ func TestParseTrustedProxies(t *testing.T) {
 func TestPairingBodyDeadline(t *testing.T) {
 	e := newEnv(t, nil)
 	e.srv.pairs.bodyTimeout = 200 * time.Millisecond
-	nc, err := net.Dial("tcp", strings.TrimPrefix(e.hs.URL, "http://"))
-	require.NoError(t, err)
-	defer nc.Close()
-	_, err = fmt.Fprintf(nc, "POST /zidane/pair HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: 400\r\n\r\n{\"code\":", strings.TrimPrefix(e.hs.URL, "http://"))
-	require.NoError(t, err)
-	require.NoError(t, nc.SetReadDeadline(time.Now().Add(5*time.Second)))
-	resp, err := http.ReadResponse(bufio.NewReader(nc), nil)
-	require.NoError(t, err, "the server answers a withheld body instead of waiting for it")
-	defer resp.Body.Close()
+	resp := withheldBody(t, e.hs.URL, "/zidane/pair", "")
 	assert.Equal(t, http.StatusRequestTimeout, resp.StatusCode)
 	var out map[string]string
 	require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
@@ -366,4 +358,26 @@ func TestPairingLockoutPerIPv6Prefix(t *testing.T) {
 	assert.Equal(t, "203.0.113.8", pairKey("::ffff:203.0.113.8"))
 	assert.Equal(t, "2001:db8:1:2::/64", pairKey("2001:db8:1:2:aaaa:bbbb:cccc:dddd"))
 	assert.Equal(t, "not-an-ip", pairKey("not-an-ip"))
+}
+
+// withheldBody POSTs to path with a JSON body of announced length 400 of which it sends one
+// byte, and returns the server's answer (read within 5 s: a server that waits for the body
+// fails the test). token, when not empty, goes in Authorization.
+func withheldBody(t *testing.T, url, path, token string) *http.Response {
+	t.Helper()
+	host := strings.TrimPrefix(url, "http://")
+	nc, err := net.Dial("tcp", host)
+	require.NoError(t, err)
+	t.Cleanup(func() { nc.Close() })
+	auth := ""
+	if token != "" {
+		auth = "Authorization: Bearer " + token + "\r\n"
+	}
+	_, err = fmt.Fprintf(nc, "POST %s HTTP/1.1\r\nHost: %s\r\n%sContent-Type: application/json\r\nContent-Length: 400\r\n\r\n{", path, host, auth)
+	require.NoError(t, err)
+	require.NoError(t, nc.SetReadDeadline(time.Now().Add(5*time.Second)))
+	resp, err := http.ReadResponse(bufio.NewReader(nc), nil)
+	require.NoError(t, err, "the server answers a withheld body instead of waiting for it")
+	t.Cleanup(func() { resp.Body.Close() })
+	return resp
 }

@@ -442,7 +442,8 @@ func New(ctx context.Context, cfg Config, st *store.Store) (*Server, error) {
 	s.bounds = newConnBounds(cfg.Limits.MaxConnsPerToken, cfg.Limits.MaxConnsPerAddress)
 	if cfg.SSEBasePath != "" {
 		s.sse = sse.New(sse.Config{BasePath: cfg.SSEBasePath, MaxBodyBytes: cfg.Limits.MaxMessageBytes, Heartbeat: cfg.SSEHeartbeat,
-			QueueRecords: cfg.Limits.SendQueueMessages, QueueBytes: cfg.Limits.SendQueueBytes, WriteTimeout: cfg.Limits.WriteTimeout, Logger: cfg.Logger}, sseBackend{s})
+			QueueRecords: cfg.Limits.SendQueueMessages, QueueBytes: cfg.Limits.SendQueueBytes, WriteTimeout: cfg.Limits.WriteTimeout,
+			BodyTimeout: cfg.Limits.RequestTimeout, Logger: cfg.Logger}, sseBackend{s})
 	}
 	s.pairs = newPairLimiter()
 	if err := s.newCredentials(ctx); err != nil {

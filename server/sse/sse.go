@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -104,6 +105,9 @@ type Config struct {
 	QueueRecords, QueueBytes int
 	// WriteTimeout bounds one write of a stream; default 10 s.
 	WriteTimeout time.Duration
+	// BodyTimeout bounds the read of a POST's body, from when its handler starts: a client that
+	// sends the headers and withholds the body gets 408 and the connection closes. Default 60 s.
+	BodyTimeout time.Duration
 	// Logger logs; default slog.Default().
 	Logger *slog.Logger
 }
@@ -130,6 +134,9 @@ func New(cfg Config, b Backend) *Handler {
 	}
 	if cfg.WriteTimeout <= 0 {
 		cfg.WriteTimeout = 10 * time.Second
+	}
+	if cfg.BodyTimeout <= 0 {
+		cfg.BodyTimeout = 60 * time.Second
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -302,12 +309,19 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool
 		refuse(w, http.StatusRequestEntityTooLarge, 0, "Content Too Large: the body is "+strconv.FormatInt(r.ContentLength, 10)+" bytes, over the server's "+strconv.FormatInt(h.cfg.MaxBodyBytes, 10)+"-byte message limit.")
 		return nil, false
 	}
+	// The server's ReadHeaderTimeout ended with the headers: without a deadline a withheld body
+	// held the connection for ever (these requests count against no connection bound).
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(h.cfg.BodyTimeout))
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.MaxBodyBytes))
 	if err != nil {
 		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
+		switch {
+		case errors.As(err, &mbe):
 			refuse(w, http.StatusRequestEntityTooLarge, 0, "Content Too Large: the body is over the server's "+strconv.FormatInt(h.cfg.MaxBodyBytes, 10)+"-byte message limit.")
-		} else {
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			w.Header().Set("Connection", "close")
+			refuse(w, http.StatusRequestTimeout, 0, "Request Timeout: the body did not arrive within "+h.cfg.BodyTimeout.String()+"; send it at once.")
+		default:
 			refuse(w, http.StatusBadRequest, 0, "Bad Request: the body could not be read: "+err.Error())
 		}
 		return nil, false
