@@ -152,6 +152,12 @@ func (c *conn) end() {
 	c.wg.Wait()
 	c.close(websocket.StatusNormalClosure, "")
 	c.writers.Wait() // no writer starts once the connection is closing
+	// Frames a failed write left in the queue leave the server's total (Limits.SendQueueTotalBytes):
+	// nothing writes or queues any more (its requests and writers have ended).
+	c.qmu.Lock()
+	c.queue = nil
+	c.addQueued(-c.qbytes)
+	c.qmu.Unlock()
 	c.srv.track(c, false)
 	if c.bound != nil {
 		c.bound() // the per-token and per-address bounds (sse_backend.go connBounds)

@@ -50,19 +50,22 @@ func TestSendBudgetShedsLargestQueue(t *testing.T) {
 		client *testConn
 		srv    *conn
 	}
-	var slow []slowPair
-	for i := 0; i < 4; i++ {
+	// dialSlow connects a client that does not read and pipelines 7 prefs.get: 7 answers of
+	// ~1 MiB, under the connection's own 8 MiB bound, over the total with the others.
+	dialSlow := func() slowPair {
 		c := e.dialSmallBuffer()
 		c.noContract = true
 		c.send(`{"jsonrpc":"2.0","id":"hello","method":"ipc.hello","params":` + helloParams + `}`)
 		var s *conn
 		require.Eventually(t, func() bool { s = helloed(); return s != nil }, 5*time.Second, 5*time.Millisecond)
-		// 7 answers of ~1 MiB: under the connection's own 8 MiB bound, over the total with the
-		// others.
 		for k := 0; k < 7; k++ {
 			c.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"prefs.get","params":{}}`, k))
 		}
-		slow = append(slow, slowPair{c, s})
+		return slowPair{c, s}
+	}
+	var slow []slowPair
+	for i := 0; i < 4; i++ {
+		slow = append(slow, dialSlow())
 	}
 
 	shed := func() (n int) {
@@ -94,4 +97,16 @@ func TestSendBudgetShedsLargestQueue(t *testing.T) {
 			require.Nil(t, m["error"], "slow %d answer %d", i, k)
 		}
 	}
+
+	// A connection that ends with frames still queued (its peer vanished mid-write) gives its
+	// bytes back: the total does not drift up until every connection is shed.
+	more := dialSlow()
+	require.Eventually(t, func() bool { more.srv.qmu.Lock(); defer more.srv.qmu.Unlock(); return len(more.srv.queue) > 0 }, 10*time.Second, 5*time.Millisecond,
+		"answers wait in the queue behind a blocked write")
+	for _, p := range append(slow, more) {
+		p.client.ws.CloseNow()
+	}
+	fast.ws.CloseNow()
+	require.Eventually(t, func() bool { return e.srv.queued.Load() == 0 }, 20*time.Second, 10*time.Millisecond,
+		"every closed connection's queued bytes leave the total")
 }
