@@ -530,6 +530,17 @@ func TestSidebarPrefsSettingsAcrossRestart(t *testing.T) {
 	a.result("sidebar.setView", `{"space":"scratch","view":{"a":1}}`)
 	a.result("sidebar.setView", `{"space":"scratch","view":null}`) // removes it
 	require.Equal(t, -32602, errCode(a.call("sidebar.setSpace", `{"space":"a\u0000b"}`)))
+	// "__proto__" would replace the prototype of the object a JavaScript client keeps the map in
+	// (break-it): refused wherever a client names a key, saying why.
+	for _, call := range [][2]string{
+		{"sidebar.setView", `{"space":"__proto__","view":{"pinned":["x"]}}`},
+		{"sidebar.setSpace", `{"space":"__proto__"}`},
+		{"prefs.set", `{"key":"__proto__","value":{"theme":"dark"}}`},
+	} {
+		m := a.call(call[0], call[1])
+		require.Equal(t, -32602, errCode(m), call[0])
+		require.Contains(t, fmt.Sprint(m["error"]), "names the prototype", call[0])
+	}
 	a.result("prefs.set", `{"key":"lastModel","value":"openai/gpt-4o"}`)
 	a.result("prefs.set", `{"key":"panel","value":{"width":320}}`)
 	a.result("prefs.set", `{"key":"gone","value":1}`)

@@ -274,10 +274,17 @@ func limitErr(err error, what, member string) error {
 	return storeErr(err, "params/"+member)
 }
 
-// checkName refuses a key or space name Postgres cannot keep as text (NUL).
+// checkName refuses a key or space name Postgres cannot keep as text (NUL), and "__proto__":
+// prefs.get and sidebar.getViews answer maps that JavaScript clients keep in plain objects, where
+// obj["__proto__"] = value does not add a member but replaces the object's prototype (break-it:
+// in the web app's sidebar a view saved under it vanished from the map, and its members read as
+// the records of the spaces that have none: {"all":{"pinned":[…]}} pinned sessions in "all").
 func checkName(v, member string) error {
 	if strings.IndexByte(v, 0) >= 0 {
 		return protocol.NewInvalidParamsError(fmt.Sprintf("params/%s: a name cannot hold a NUL character.", member), &protocol.InvalidParamsErrorData{Pointer: "/" + member})
+	}
+	if v == "__proto__" {
+		return protocol.NewInvalidParamsError(fmt.Sprintf("params/%s: \"__proto__\" is refused: in a JavaScript object it names the prototype, not a member; pick another name.", member), &protocol.InvalidParamsErrorData{Pointer: "/" + member})
 	}
 	return nil
 }
