@@ -804,8 +804,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-Content-Type-Options", "nosniff")
 		w.Header().Set("Content-Type", "application/json")
 		w.Write(protocol.SSEOpenAPI)
-	case s.webapp != nil && (r.Method == http.MethodGet || r.Method == http.MethodHead):
-		s.webapp.ServeHTTP(w, r) // every other plain GET: the app (seed "HTTP on the same port")
+	case s.webapp != nil:
+		s.webapp.ServeHTTP(w, r) // every other plain GET: the app (seed "HTTP on the same port"); other methods on its paths 405
 	default:
 		plainText(w, http.StatusNotFound, "Not found. Connect a WebSocket to this port, or GET /healthz, /version, /protocol.json, /openrpc.json, /zidane/sse/openapi.json, /metrics, or POST /zidane/pair.")
 	}

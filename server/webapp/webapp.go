@@ -12,7 +12,7 @@
 //   - a client route (a path whose last segment has no dot, e.g. /s/7f6b…) gets index.html;
 //   - a reserved path (/zidane/…, the SSE base path, Options.Reserved) or a /….json path that is no
 //     file, or a path with a dot segment or a hidden name, answers 404: never the app;
-//   - other methods answer 405;
+//   - other methods answer 405 (with Allow) on the paths the app serves, 404 on the others;
 //   - a request for several byte ranges gets the first one only (no multipart answers).
 //
 // Every answer carries the strict Content-Security-Policy of CSP, X-Content-Type-Options: nosniff,
@@ -184,11 +184,6 @@ func SetSecurityHeaders(hd http.Header) {
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.once.Do(h.load)
 	SetSecurityHeaders(w.Header())
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		w.Header().Set("Allow", "GET, HEAD")
-		text(w, http.StatusMethodNotAllowed, "Method Not Allowed: the web app answers GET and HEAD.")
-		return
-	}
 	p := r.URL.Path
 	if c := path.Clean(p); !strings.HasPrefix(p, "/") || (c != p && c+"/" != p) {
 		text(w, http.StatusNotFound, "Not found.")
@@ -196,7 +191,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	rel := strings.TrimPrefix(p, "/")
 	if rel == "" || rel == "index.html" {
-		h.serve(w, r, h.index)
+		h.answer(w, r, h.index)
 		return
 	}
 	if hidden(rel) {
@@ -204,7 +199,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if f := h.files[rel]; f != nil {
-		h.serve(w, r, f)
+		h.answer(w, r, f)
 		return
 	}
 	for _, res := range h.reserved {
@@ -219,7 +214,18 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		text(w, http.StatusNotFound, "Not found: "+p)
 		return
 	}
-	h.serve(w, r, h.index) // a client route
+	h.answer(w, r, h.index) // a client route
+}
+
+// answer serves f to a GET or HEAD; another method on a path the app serves is 405 with Allow
+// (a path it does not serve stays 404, whatever the method).
+func (h *Handler) answer(w http.ResponseWriter, r *http.Request, f *file) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		text(w, http.StatusMethodNotAllowed, "Method Not Allowed: the web app answers GET and HEAD.")
+		return
+	}
+	h.serve(w, r, f)
 }
 
 func (h *Handler) serve(w http.ResponseWriter, r *http.Request, f *file) {

@@ -72,9 +72,17 @@ func TestServingRules(t *testing.T) {
 	}
 	assert.Equal(t, http.StatusOK, get(t, h, http.MethodGet, "/api/chatter").Code, "only the base path and below it are reserved")
 
-	w = get(t, h, http.MethodPost, "/")
-	assert.Equal(t, http.StatusMethodNotAllowed, w.Code)
-	assert.Equal(t, "GET, HEAD", w.Header().Get("Allow"))
+	for _, p := range []string{"/", "/s/1", "/usage"} {
+		for _, m := range []string{http.MethodPost, http.MethodPut, http.MethodDelete, http.MethodOptions} {
+			w = get(t, h, m, p)
+			assert.Equal(t, http.StatusMethodNotAllowed, w.Code, "%s %s", m, p)
+			assert.Equal(t, "GET, HEAD", w.Header().Get("Allow"), "%s %s", m, p)
+			assert.Equal(t, CSP, w.Header().Get("Content-Security-Policy"), "%s %s", m, p)
+		}
+	}
+	for _, p := range []string{"/zidane/x", "/x.json", "/api/chat"} {
+		assert.Equal(t, http.StatusNotFound, get(t, h, http.MethodPost, p).Code, "POST %s: no route of the app, 404", p)
+	}
 	w = get(t, h, http.MethodHead, "/s/1")
 	assert.Equal(t, http.StatusOK, w.Code)
 	assert.Empty(t, w.Body.String())
