@@ -541,8 +541,19 @@ func TestSidebarPrefsSettingsAcrossRestart(t *testing.T) {
 		require.Equal(t, -32602, errCode(m), call[0])
 		require.Contains(t, fmt.Sprint(m["error"]), "names the prototype", call[0])
 	}
+	// Control and invisible formatting characters make names that look alike: refused, naming
+	// the character (a bidi override, a zero-width space, a line break).
+	for _, call := range [][3]string{
+		{"prefs.set", `{"key":"theme\u202e","value":1}`, "U+202E"},
+		{"sidebar.setSpace", `{"space":"wo\u200brk"}`, "U+200B"},
+		{"sidebar.setView", `{"space":"a\nb","view":{}}`, "U+000A"},
+	} {
+		m := a.call(call[0], call[1])
+		require.Equal(t, -32602, errCode(m), call[0])
+		require.Contains(t, fmt.Sprint(m["error"]), call[2], call[0])
+	}
 	a.result("prefs.set", `{"key":"lastModel","value":"openai/gpt-4o"}`)
-	a.result("prefs.set", `{"key":"panel","value":{"width":320}}`)
+	a.result("prefs.set", `{"key":"panneau é 名","value":{"width":320}}`)
 	a.result("prefs.set", `{"key":"gone","value":1}`)
 	a.result("prefs.set", `{"key":"gone","value":null}`)
 	kinds := map[string]int{}
@@ -562,7 +573,7 @@ func TestSidebarPrefsSettingsAcrossRestart(t *testing.T) {
 	e.restart(nil)
 	c := e.dial()
 	c.hello()
-	require.Equal(t, map[string]any{"lastModel": "openai/gpt-4o", "panel": map[string]any{"width": json.Number("320")}}, c.result("prefs.get", `{}`)["prefs"])
+	require.Equal(t, map[string]any{"lastModel": "openai/gpt-4o", "panneau é 名": map[string]any{"width": json.Number("320")}}, c.result("prefs.get", `{}`)["prefs"])
 	views := c.result("sidebar.getViews", `{}`)["views"].(map[string]any)
 	require.NotContains(t, views, "scratch")
 	got, _ := json.Marshal(views["work"])

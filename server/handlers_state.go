@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode"
 
 	"github.com/zidane-server/zidane/protocol"
 	"github.com/zidane-server/zidane/server/store"
@@ -282,6 +283,14 @@ func limitErr(err error, what, member string) error {
 func checkName(v, member string) error {
 	if strings.IndexByte(v, 0) >= 0 {
 		return protocol.NewInvalidParamsError(fmt.Sprintf("params/%s: a name cannot hold a NUL character.", member), &protocol.InvalidParamsErrorData{Pointer: "/" + member})
+	}
+	// A name is an identifier an app shows or matches, never text to lay out: a control or an
+	// invisible formatting character (a line break, a bidi override, a zero-width space) only
+	// makes two names look alike or one look like another (break-it).
+	for _, r := range v {
+		if unicode.IsControl(r) || unicode.Is(unicode.Cf, r) {
+			return protocol.NewInvalidParamsError(fmt.Sprintf("params/%s: a name cannot hold the control or formatting character %U; use visible characters.", member, r), &protocol.InvalidParamsErrorData{Pointer: "/" + member})
+		}
 	}
 	if v == "__proto__" {
 		return protocol.NewInvalidParamsError(fmt.Sprintf("params/%s: \"__proto__\" is refused: in a JavaScript object it names the prototype, not a member; pick another name.", member), &protocol.InvalidParamsErrorData{Pointer: "/" + member})
