@@ -78,6 +78,29 @@ type Info struct {
 	UpdatedAt time.Time
 }
 
+// linkNew creates path holding data (mode 0600) only if it does not exist, atomically: data is
+// written to a temporary file in path's folder, which is then hard-linked to path (fs.ErrExist
+// when path exists) and removed.
+func linkNew(path string, data []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(path), ".key-*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp)
+	_, werr := f.Write(data)
+	if werr == nil {
+		werr = f.Sync()
+	}
+	if cerr := f.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr != nil {
+		return werr
+	}
+	return os.Link(tmp, path) // CreateTemp made it 0600
+}
+
 // ID is the credential's id on the wire: kind + ":" + key.
 func (i Info) ID() string { return i.Kind + ":" + i.Key }
 
@@ -89,7 +112,10 @@ func SplitID(id string) (kind, key string, ok bool) {
 
 // LoadKey reads the 32-byte key from path (64 hex digits), creating it with a fresh random key
 // and mode 0600 when it does not exist. A key file that others may read (group or other
-// permission bits) is refused, as is one of the wrong length.
+// permission bits) is refused, as is one of the wrong length. The new file appears whole: it is
+// written beside path and linked into place, so a process that starts at the same moment reads
+// either no file or the whole key, never a half-written one (two processes starting on one data
+// dir; the conformance suites' clients).
 func LoadKey(path string) ([]byte, error) {
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -100,20 +126,10 @@ func LoadKey(path string) ([]byte, error) {
 		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 			return nil, fmt.Errorf("credential key: %w", err)
 		}
-		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-		if errors.Is(err, fs.ErrExist) {
+		if err := linkNew(path, []byte(hex.EncodeToString(key)+"\n")); errors.Is(err, fs.ErrExist) {
 			return LoadKey(path) // another process made it first
-		}
-		if err != nil {
+		} else if err != nil {
 			return nil, fmt.Errorf("credential key: %w", err)
-		}
-		_, werr := f.WriteString(hex.EncodeToString(key) + "\n")
-		if cerr := f.Close(); werr == nil {
-			werr = cerr
-		}
-		if werr != nil {
-			os.Remove(path)
-			return nil, fmt.Errorf("credential key: %w", werr)
 		}
 		return key, nil
 	}

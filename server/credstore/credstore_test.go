@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -35,6 +36,34 @@ func TestKeyFile(t *testing.T) {
 	require.NoError(t, os.Chmod(p, 0o600))
 	_, err = credstore.LoadKey(p)
 	require.ErrorContains(t, err, "64 hex digits")
+}
+
+// TestKeyFileRace: processes starting together on a fresh data dir all get the one key: none
+// reads the file half-written (it failed as "not 64 hex digits" when the file was created empty
+// and written after, in the MCP conformance suites run side by side).
+func TestKeyFileRace(t *testing.T) {
+	for round := 0; round < 50; round++ {
+		dir := t.TempDir()
+		p := filepath.Join(dir, credstore.KeyFileName)
+		keys := make([][]byte, 16)
+		errs := make([]error, 16)
+		var wg sync.WaitGroup
+		for i := range keys {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				keys[i], errs[i] = credstore.LoadKey(p)
+			}()
+		}
+		wg.Wait()
+		for i := range keys {
+			require.NoError(t, errs[i], "round %d, caller %d", round, i)
+			require.Equal(t, keys[0], keys[i], "round %d: one key for every caller", round)
+		}
+		left, err := os.ReadDir(dir)
+		require.NoError(t, err)
+		require.Len(t, left, 1, "round %d: only the key file is left: %v", round, left)
+	}
 }
 
 func TestSealedAndBoundToItsRow(t *testing.T) {
