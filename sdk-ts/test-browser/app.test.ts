@@ -491,6 +491,27 @@ describe('web app in Chromium', () => {
     await composer(page).fill('')
   })
 
+  test('typing right after a completion is picked keeps its order, even when the page draws late', async () => {
+    const slow = await context.newPage()
+    watch(slow)
+    // Every animation frame comes 200 ms late, as on a busy machine.
+    await slow.addInitScript(() => {
+      const raf = window.requestAnimationFrame.bind(window)
+      window.requestAnimationFrame = (cb) => raf(() => setTimeout(() => cb(performance.now()), 200))
+    })
+    await slow.goto(base)
+    await connection(slow).getByText('Connected').waitFor()
+    await newSession(slow)
+    const box = composer(slow)
+    await box.pressSequentially('/gre')
+    await slow.getByRole('listbox', { name: 'Completions' }).getByRole('option', { name: /\/greet/ }).waitFor()
+    await box.press('Enter')
+    await box.pressSequentially('zebracorn', { delay: 60 }) // from at once to past the pick's late frame
+    assert.equal(await box.inputValue(), '/greet zebracorn')
+    await box.fill('')
+    await slow.close()
+  })
+
   test("a subagent's child session nested under its parent's run; its approval answered from the parent's view", () => subagentNestedAndApprovedFromParent(ctx()))
   test('search finds a word and opens the session at its turn', () => searchOpensTheSession(ctx(), greeted))
   test("a turn's menu: fork opens the fork; roll back and restore; compact shows the marked block", () => forkAndRollBackFromTheTurnMenu(ctx(), greeted))

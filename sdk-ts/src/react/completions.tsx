@@ -147,7 +147,9 @@ export function useComposerCompletions(opts: ComposerCompletionsOptions): Compos
     setText(next)
     requestAnimationFrame(() => {
       el?.focus()
-      el?.setSelectionRange(caret, caret)
+      // Typed on meanwhile (a fast typist, a busy page): the caret is where the typing left it.
+      if (el?.value !== next) return
+      el.setSelectionRange(caret, caret)
       // A folder's insert ends with '/': offer what is inside it.
       if (item.kind === 'folder') onInput(next, caret)
     })
