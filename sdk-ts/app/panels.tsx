@@ -144,6 +144,7 @@ export function GitPanel({ sessionId }: { sessionId: string }): ReactNode {
             {status.ahead ? `, ${status.ahead} ahead` : ''}
             {status.behind ? `, ${status.behind} behind` : ''}
           </p>
+          {changes.length === 0 && status.untracked.length === 0 && <p className="zd-muted">No changes: the working tree is clean.</p>}
           <ul aria-label="Changed files">
             {changes.map((c) => (
               <li key={`${c.staged}:${c.path}`}>
@@ -161,7 +162,7 @@ export function GitPanel({ sessionId }: { sessionId: string }): ReactNode {
           <h2 className="zd-dialog-title">Log</h2>
           <ol aria-label="Commits">
             {log.map((c) => (
-              <li key={c.sha}>
+              <li key={c.sha} title={c.subject}>
                 <code>{c.sha.slice(0, 8)}</code> {c.subject}
               </li>
             ))}

@@ -579,6 +579,9 @@ describe('web app in Chromium', () => {
       await diff.getByText('two <b>bold</b>', { exact: false }).waitFor()
       assert.equal(await page.locator('b', { hasText: 'bold' }).count(), 0, 'the diff is text, never HTML')
       await page.getByRole('list', { name: 'Commits' }).getByText('the first commit').waitFor()
+      // Open, the panel scrolls in its own box: the transcript keeps its room in the window.
+      const room = await transcript(page).evaluate((el) => el.clientHeight)
+      assert.ok(room >= 150, `the transcript shrank to ${room} px with the git panel open`)
       await axe(page, 'git')
       await shots(page, 'git')
       // The approval mode: set here, live in a second page on the session (approval:mode).
