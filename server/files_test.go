@@ -352,6 +352,12 @@ func TestMediaOverHTTP(t *testing.T) {
 	require.Equal(t, 206, resp.StatusCode)
 	require.Equal(t, mp4[100:200], b)
 	require.Equal(t, "bytes 100-199/100000", resp.Header.Get("Content-Range"))
+	// Several ranges: the first only, never a multipart answer (webapp.FirstRangeOnly).
+	resp, b = mediaGet(t, e.hs, mq(ticket, root, "clip.mp4"), map[string]string{"Range": "bytes=100-199, 0-0,5-9"})
+	require.Equal(t, 206, resp.StatusCode)
+	require.Equal(t, mp4[100:200], b)
+	require.Equal(t, "bytes 100-199/100000", resp.Header.Get("Content-Range"))
+	require.NotContains(t, resp.Header.Get("Content-Type"), "multipart")
 
 	resp, _ = mediaGet(t, e.hs, mq(ticket, root, "clip.mp4"), map[string]string{"Range": "bytes=200000-"})
 	require.Equal(t, 416, resp.StatusCode)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/zidane-server/zidane/protocol"
+	"github.com/zidane-server/zidane/server/webapp"
 	"github.com/zidane-server/zidane/server/workspace/gitx"
 )
 
@@ -288,6 +289,7 @@ func (s *Server) serveMediaSide(w http.ResponseWriter, r *http.Request, cwd, nam
 // limitRange enforces maxMediaBytes: a whole file over it is refused with 413; a range request
 // keeps only its first range, cut to maxMediaBytes. It reports whether to go on serving.
 func limitRange(w http.ResponseWriter, r *http.Request, size int64) bool {
+	webapp.FirstRangeOnly(r)
 	rh := r.Header.Get("Range")
 	if size > maxMediaBytes {
 		// An If-Range that no longer matches would make ServeContent send the whole file.
@@ -304,9 +306,7 @@ func limitRange(w http.ResponseWriter, r *http.Request, size int64) bool {
 	if !ok {
 		return true // ServeContent answers a malformed header
 	}
-	first, _, _ := strings.Cut(spec, ",")
-	first = strings.TrimSpace(first)
-	startS, endS, ok := strings.Cut(first, "-")
+	startS, endS, ok := strings.Cut(strings.TrimSpace(spec), "-")
 	if !ok {
 		return true
 	}

@@ -245,17 +245,18 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, f *file) {
 		}
 	}
 	hd.Set("ETag", etag)
-	firstRangeOnly(r)
+	FirstRangeOnly(r)
 	http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(body))
 }
 
-// firstRangeOnly keeps only the first range of a multi-range request. net/http answers every
+// FirstRangeOnly keeps only the first range of a multi-range request (the app's files and
+// /zidane/media both serve through it). net/http answers every
 // range of one header as a part of a multipart body, each part with its own headers: one request
 // of a million one-byte ranges ("bytes=0-0,2-2,…", within the 1 MiB header limit) made the
 // server build a 12 MiB answer from a 400 KiB script, at a second of CPU each. Browsers ask for
 // one range (media seeking, resumed downloads); a client asking for several gets the first, which
 // a 206 answer may do (RFC 9110 §14.2: a server may ignore or coalesce ranges).
-func firstRangeOnly(r *http.Request) {
+func FirstRangeOnly(r *http.Request) {
 	rh := r.Header.Get("Range")
 	if first, _, multi := strings.Cut(rh, ","); multi {
 		r.Header.Set("Range", strings.TrimSpace(first))
