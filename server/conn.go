@@ -578,6 +578,20 @@ func (c *conn) enqueueLocked(frame []byte) {
 func (c *conn) addQueued(n int) {
 	c.qbytes += n
 	c.srv.queued.Add(int64(n))
+	if c.closing {
+		c.srv.releasing.Add(int64(n))
+	}
+}
+
+// setClosingLocked marks the connection closing; the caller holds qmu. What it still holds (the
+// batch in flight) moves to the server's releasing bytes: it leaves when that write ends, and
+// shedding another connection would not free it (overBudget).
+func (c *conn) setClosingLocked() {
+	if c.closing {
+		return
+	}
+	c.closing = true
+	c.srv.releasing.Add(int64(c.qbytes))
 }
 
 // shedLocked marks the connection closing and drops the frames waiting in its queue at once
@@ -585,7 +599,7 @@ func (c *conn) addQueued(n int) {
 // holds no more of the server's memory than that batch while its close runs. The caller holds
 // qmu.
 func (c *conn) shedLocked() {
-	c.closing = true
+	c.setClosingLocked()
 	dropped := 0
 	for _, f := range c.queue {
 		dropped += len(f)
@@ -594,23 +608,32 @@ func (c *conn) shedLocked() {
 	c.addQueued(-dropped)
 }
 
-// overBudget sheds the largest queues while the bytes queued on all connections exceed
+// overBudget sheds the largest queues while the bytes queued on open connections exceed
 // Limits.SendQueueTotalBytes. Each connection's own bound (SendQueueBytes) alone let any number
 // of connections that never read, each just under it, hold that much memory each (break-it: 8
 // connections pipelining prefs.get held 1.2 GB); past the total the connection with the most
-// queued is closed with 1013 and its queue dropped, as its own bound would. One goroutine sheds
-// at a time; the others go on.
+// queued is closed with 1013 and its queue dropped, as its own bound would. Bytes closing
+// connections still hold (their batch in flight, until its write ends or times out) do not
+// count: no shed frees them (they leave within coder/websocket's 5 s close timeout, or
+// Limits.WriteTimeout), and counting them closed every open connection down to one that read
+// all it got (CI: TestSendBudgetShedsLargestQueue's reading client got 1013). One goroutine
+// sheds at a time; the others go on.
 func (s *Server) overBudget() {
 	limit := s.cfg.Limits.SendQueueTotalBytes
-	if s.queued.Load() <= limit || !s.shedding.CompareAndSwap(false, true) {
+	if s.openQueued() <= limit || !s.shedding.CompareAndSwap(false, true) {
 		return
 	}
 	defer s.shedding.Store(false)
-	for s.queued.Load() > limit {
+	for s.openQueued() > limit {
 		if !s.shedLargest() {
 			return
 		}
 	}
+}
+
+// openQueued is the bytes queued on connections that are not closing: what shedding can free.
+func (s *Server) openQueued() int64 {
+	return s.queued.Load() - s.releasing.Load()
 }
 
 // shedLargest closes (1013) the open connection with the most bytes queued; false when none
@@ -853,7 +876,7 @@ func (c *conn) markClosing() bool {
 	if c.closing {
 		return false
 	}
-	c.closing = true
+	c.setClosingLocked()
 	return true
 }
 

@@ -315,11 +315,13 @@ type Server struct {
 
 	connsMu sync.Mutex
 	conns   map[*conn]struct{}
-	// queued is the sum of every connection's qbytes (Limits.SendQueueTotalBytes bounds it);
-	// shedding is set while one goroutine closes the largest queue (shedLargest).
-	queued   atomic.Int64
-	shedding atomic.Bool
-	draining atomic.Bool // set by Shutdown: new connections are refused with 503
+	// queued is the sum of every connection's qbytes (Limits.SendQueueTotalBytes bounds it), of
+	// which releasing is held by closing connections; shedding is set while one goroutine closes
+	// the largest queue (shedLargest).
+	queued    atomic.Int64
+	releasing atomic.Int64
+	shedding  atomic.Bool
+	draining  atomic.Bool // set by Shutdown: new connections are refused with 503
 
 	presencePending atomic.Bool    // a coalesced presence:changed is scheduled
 	presence        presenceShares // the other replicas' presence (presence_share.go)
