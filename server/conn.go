@@ -184,7 +184,14 @@ func (c *conn) readLoop() {
 			c.end()
 			return
 		}
-		if !c.handleFrame(data) {
+		w, ok := c.admitFrame(len(data))
+		if !ok {
+			c.end()
+			return
+		}
+		more := c.handleFrame(data)
+		c.srv.inflight.Release(w)
+		if !more {
 			return
 		}
 	}
@@ -221,6 +228,23 @@ func (c *conn) readFrame() ([]byte, bool) {
 		return nil, false
 	}
 	return data, true
+}
+
+// admitFrame waits until the server's in-flight request budget (Limits.InflightRequestBytes) has
+// room for a frame of n bytes and takes w of it, given back (inflight.Release) once the frame's
+// requests are answered. The read loop does not read meanwhile: the client gets TCP
+// backpressure, as past ConcurrentRequests. False when the connection ends while waiting.
+func (c *conn) admitFrame(n int) (w int64, ok bool) {
+	w = min(int64(n), c.srv.cfg.Limits.InflightRequestBytes) // a larger weight would never fit
+	if !c.srv.inflight.TryAcquire(w) {
+		c.srv.inflightWaiting.Add(1)
+		err := c.srv.inflight.Acquire(c.ctx, w)
+		c.srv.inflightWaiting.Add(-1)
+		if err != nil {
+			return 0, false
+		}
+	}
+	return w, true
 }
 
 // handleFrame runs one frame's requests and reports whether this goroutine still reads the

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -94,4 +95,46 @@ func TestConnHandoffClose(t *testing.T) {
 		defer e.srv.connsMu.Unlock()
 		return len(e.srv.conns) == 0
 	}, 10*time.Second, 10*time.Millisecond)
+}
+
+// TestInflightRequestBudget: the frames all connections have read and not yet answered are
+// bounded together (Limits.InflightRequestBytes). With one large request waiting in its handler,
+// another connection's large request waits unread-after (its read loop holds it, not running it)
+// until the first is answered; then both are answered. Before the bound, every connection could
+// hold ConcurrentRequests frames of MaxMessageBytes each, on any number of connections.
+func TestInflightRequestBudget(t *testing.T) {
+	const limit = 64 << 10
+	e, url := newLockEnv(t, store.Options{}, func(c *Config) {
+		c.Limits.MaxMessageBytes = limit
+		c.Limits.InflightRequestBytes = limit
+	})
+	require.EqualValues(t, limit, e.srv.cfg.Limits.InflightRequestBytes)
+	a, b := e.dial(), e.dial()
+	a.hello()
+	b.hello()
+	s1, s2 := a.newSession(), b.newSession()
+	release := lockSessions(t, url, s1)
+	prompt := strings.Repeat("p", 40<<10)
+
+	a.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":"a","method":"chat.send","params":{"sessionId":%q,"prompt":%q}}`, s1, prompt))
+	room := func(n int64) bool {
+		if !e.srv.inflight.TryAcquire(n) {
+			return false
+		}
+		e.srv.inflight.Release(n)
+		return true
+	}
+	require.Eventually(t, func() bool { return !room(limit - 40<<10 + 1) }, 5*time.Second, 5*time.Millisecond,
+		"the waiting request holds its frame's bytes")
+	b.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":"b","method":"chat.send","params":{"sessionId":%q,"prompt":%q}}`, s2, prompt))
+	require.Eventually(t, func() bool { return e.srv.inflightWaiting.Load() == 1 }, 5*time.Second, 5*time.Millisecond,
+		"the second connection's read loop waits for room")
+	b.expectNothing(200 * time.Millisecond)
+
+	release()
+	requireID(t, decodeObj(t, a.nextAnswer()), `"a"`)
+	requireID(t, decodeObj(t, b.nextAnswer()), `"b"`)
+	require.Zero(t, e.srv.inflightWaiting.Load())
+	require.Eventually(t, func() bool { return room(limit) }, 5*time.Second, 5*time.Millisecond, "every frame's bytes are given back")
+	a.result("$/ping", `{}`)
 }

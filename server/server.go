@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"golang.org/x/sync/semaphore"
 	"log/slog"
 	"net"
 	"net/http"
@@ -50,6 +51,13 @@ type Limits struct {
 	MaxMessageBytes int64
 	// ConcurrentRequests bounds the requests one connection runs at once; default 16.
 	ConcurrentRequests int
+	// InflightRequestBytes bounds the bytes of the incoming WebSocket frames all connections
+	// together have read and not yet answered (a frame counts whole, from its read to its last
+	// answer); past it a read loop waits before running its frame, as for ConcurrentRequests (TCP
+	// backpressure on the client), in arrival order across connections. Default 16 times
+	// MaxMessageBytes (256 MiB), at least MaxMessageBytes. Memory for requests is then at most
+	// this plus one frame being read per connection.
+	InflightRequestBytes int64
 	// HelloTimeout closes (1008) a connection that sends no ipc.hello in time; default 30 s.
 	HelloTimeout time.Duration
 	// RequestTimeout bounds one request's handler; default 60 s.
@@ -106,6 +114,12 @@ func (l *Limits) defaults() {
 	}
 	if int64(l.SendQueueBytes) < l.MaxMessageBytes {
 		l.SendQueueBytes = int(l.MaxMessageBytes) // one largest message must fit
+	}
+	if l.InflightRequestBytes <= 0 {
+		l.InflightRequestBytes = 16 * l.MaxMessageBytes
+	}
+	if l.InflightRequestBytes < l.MaxMessageBytes {
+		l.InflightRequestBytes = l.MaxMessageBytes
 	}
 	if l.SendQueueTotalBytes <= 0 {
 		l.SendQueueTotalBytes = 16 * int64(l.SendQueueBytes)
@@ -321,7 +335,11 @@ type Server struct {
 	queued    atomic.Int64
 	releasing atomic.Int64
 	shedding  atomic.Bool
-	draining  atomic.Bool // set by Shutdown: new connections are refused with 503
+	// inflight admits incoming frames by size (Limits.InflightRequestBytes, admitFrame);
+	// inflightWaiting counts the read loops waiting for room.
+	inflight        *semaphore.Weighted
+	inflightWaiting atomic.Int32
+	draining        atomic.Bool // set by Shutdown: new connections are refused with 503
 
 	presencePending atomic.Bool    // a coalesced presence:changed is scheduled
 	presence        presenceShares // the other replicas' presence (presence_share.go)
@@ -431,7 +449,7 @@ func New(ctx context.Context, cfg Config, st *store.Store) (*Server, error) {
 	base, stop := context.WithCancel(context.Background())
 	s := &Server{
 		cfg: cfg, ws: ws, store: st, log: cfg.Logger, hostID: hostID, epoch: uuid.NewString(),
-		startedAt: time.Now(), pid: int64(os.Getpid()), hostName: hn, baseCtx: base, stop: stop, conns: map[*conn]struct{}{},
+		startedAt: time.Now(), pid: int64(os.Getpid()), hostName: hn, baseCtx: base, stop: stop, conns: map[*conn]struct{}{}, inflight: semaphore.NewWeighted(cfg.Limits.InflightRequestBytes),
 	}
 	s.hub = newHub(s.epoch, cfg.Limits.Replay, int(cfg.Limits.MaxMessageBytes))
 	s.hub.log = s.log

@@ -490,6 +490,7 @@ func startCmd() *cobra.Command {
 	cmd.Flags().StringVar(&tlsKey, "tls-key", "", "PEM private key file for --tls-cert")
 	cmd.Flags().Int64Var(&limits.MaxMessageBytes, "max-message-bytes", 16<<20, "largest WebSocket message in either direction, in bytes (larger incoming: close 1009; larger answer: -32012)")
 	cmd.Flags().IntVar(&limits.ConcurrentRequests, "concurrent-requests", 16, "requests one connection may run at once")
+	cmd.Flags().Int64Var(&limits.InflightRequestBytes, "inflight-request-bytes", 0, "bytes of incoming WebSocket frames all connections together may have read and not yet answered; past it read loops wait (TCP backpressure) (default 16 times --max-message-bytes)")
 	cmd.Flags().DurationVar(&limits.HelloTimeout, "hello-timeout", 30*time.Second, "close (1008) a connection that sends no ipc.hello within this time")
 	cmd.Flags().DurationVar(&limits.RequestTimeout, "request-timeout", 60*time.Second, "longest a request's handler may run")
 	cmd.Flags().IntVar(&limits.Replay.PerSessionSignals, "replay-signals", 2000, "signals the replay log of sessions.resume keeps per session (older ones answer gap: the client reloads)")
