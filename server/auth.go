@@ -72,8 +72,8 @@ func normalizeOrigin(u *url.URL) string {
 
 // authenticate finds the token in Authorization: Bearer or in the subprotocol
 // zidane.bearer.<token> (offered beside "zidane"), and looks it up: in the token cache
-// (tokencache.go), else in the store. It returns 401 for a missing, unknown or conflicting
-// token, and 503 when the database cannot answer.
+// (tokencache.go, which also keeps the store's refusals), else in the store. It returns 401 for a
+// missing, unknown or conflicting token, and 503 when the database cannot answer.
 func (s *Server) authenticate(r *http.Request) (store.Token, int) {
 	var header, proto string
 	if len(r.Header.Values("Authorization")) > 1 {
@@ -121,12 +121,16 @@ func (s *Server) authenticate(r *http.Request) (store.Token, int) {
 	if t, ok := s.tokens.get(key, now); ok {
 		return t, 0
 	}
+	if s.tokens.wasRefused(key, now) {
+		return store.Token{}, http.StatusUnauthorized
+	}
 	gen := s.tokens.begin()
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 	defer cancel()
 	t, err := s.store.LookupToken(ctx, tok)
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {
+			s.tokens.refuse(key, now, s.cfg.TokenRecheck)
 			return store.Token{}, http.StatusUnauthorized
 		}
 		s.log.Warn("token lookup failed", "err", err)

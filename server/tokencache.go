@@ -8,8 +8,11 @@ import (
 	"github.com/zidane-server/zidane/server/store"
 )
 
-// maxCachedTokens bounds the token cache.
-const maxCachedTokens = 1024
+// maxCachedTokens bounds the token cache; maxRefusedTokens bounds its refusals.
+const (
+	maxCachedTokens  = 1024
+	maxRefusedTokens = 4096
+)
 
 // tokenCache keeps the tokens authenticate verified in the store, so that a client that
 // connects again (a reconnect: connect, hello, sessions.resume) is not held up by a Postgres
@@ -18,8 +21,12 @@ const maxCachedTokens = 1024
 //
 // What it trusts, and for how long (docs/security.md, "Tokens"):
 //   - An entry is keyed by the SHA-256 of the presented token; the plaintext is not kept. Only a
-//     token the store verified enters; a refusal is never cached, so an unknown or mistyped
-//     token always asks the store and cannot fill the cache.
+//     token the store verified enters, so an unknown or mistyped token cannot fill the cache.
+//   - Refusals are kept apart (at most maxRefusedTokens, each for ttl): a client retrying a
+//     revoked or mistyped token in a loop asks the store once per ttl, not once per try. That is
+//     safe because no token becomes valid after it was refused: every token is minted by the
+//     server (256 random bits, store.CreateToken), so its plaintext cannot be presented before
+//     it exists, and a revoked or expired token stays so. A database error is never kept.
 //   - At most maxCachedTokens entries, each for at most ttl (Config.TokenRecheck, 30 s by
 //     default: no longer than an open connection's token goes unchecked). After that the next
 //     connect verifies in the store again, which also records last_used_at (LookupToken writes
@@ -31,9 +38,46 @@ const maxCachedTokens = 1024
 //     notice, field case B32). A lookup that was under way while a token was dropped is not
 //     cached (gen), so it cannot bring a revoked token back.
 type tokenCache struct {
-	mu  sync.Mutex
-	m   map[[sha256.Size]byte]cachedToken
-	gen uint64 // counts drops
+	mu      sync.Mutex
+	m       map[[sha256.Size]byte]cachedToken
+	refused map[[sha256.Size]byte]time.Time // until when the store's refusal stands
+	gen     uint64                          // counts drops
+}
+
+// wasRefused reports whether the store refused the token with key within its ttl before now.
+func (c *tokenCache) wasRefused(key [sha256.Size]byte, now time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	until, ok := c.refused[key]
+	if ok && !now.Before(until) {
+		delete(c.refused, key)
+		return false
+	}
+	return ok
+}
+
+// refuse keeps the store's refusal of the token with key for ttl; a full set sheds its expired
+// entries, then arbitrary ones (a flood of random tokens only costs lookups, as without it).
+func (c *tokenCache) refuse(key [sha256.Size]byte, now time.Time, ttl time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.refused == nil {
+		c.refused = map[[sha256.Size]byte]time.Time{}
+	}
+	if len(c.refused) >= maxRefusedTokens {
+		for k, until := range c.refused {
+			if !now.Before(until) {
+				delete(c.refused, k)
+			}
+		}
+		for k := range c.refused {
+			if len(c.refused) < maxRefusedTokens {
+				break
+			}
+			delete(c.refused, k)
+		}
+	}
+	c.refused[key] = now.Add(ttl)
 }
 
 type cachedToken struct {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -123,4 +124,37 @@ func TestTokenCacheBounds(t *testing.T) {
 	for key := range c.m {
 		require.NotEqual(t, "zds_1", string(key[:5]))
 	}
+}
+
+// TestTokenRefusalCached: the store's refusal of a token is kept for TokenRecheck, so a client
+// retrying a revoked or mistyped token does not cost a database round trip per try: with the
+// tokens table locked by another client (a lookup would wait, then answer 503), the refused
+// token is still refused at once with 401. Refusals expire and are bounded.
+func TestTokenRefusalCached(t *testing.T) {
+	e, url := newLockEnv(t, store.Options{}, nil)
+	unknown := "zds_" + strings.Repeat("A", 43)
+	require.Equal(t, http.StatusUnauthorized, e.upgradeStatus(unknown))
+
+	ctx := context.Background()
+	locker, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	defer locker.Close(ctx)
+	tx, err := locker.Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(ctx)
+	_, err = tx.Exec(ctx, `LOCK TABLE tokens IN ACCESS EXCLUSIVE MODE`)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusUnauthorized, e.upgradeStatus(unknown), "answered from the kept refusal, not the locked table")
+	require.NoError(t, tx.Rollback(ctx))
+
+	var c tokenCache
+	now := time.Now()
+	k := tokenKey(unknown)
+	c.refuse(k, now, time.Second)
+	require.True(t, c.wasRefused(k, now.Add(999*time.Millisecond)))
+	require.False(t, c.wasRefused(k, now.Add(time.Second)), "expired")
+	for i := range maxRefusedTokens + 10 {
+		c.refuse(tokenKey(fmt.Sprint("zds_", i)), now, time.Minute)
+	}
+	require.Len(t, c.refused, maxRefusedTokens)
 }
