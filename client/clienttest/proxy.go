@@ -5,6 +5,7 @@ package clienttest
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"io"
 	"net"
@@ -27,7 +28,10 @@ type Proxy struct {
 	pairs      map[*pair]struct{}
 	accepted   int
 	maxOpen    int
-	cutAfter   int64 // bytes server→client left before a cut; -1 = not armed
+	cutAfter   int64  // bytes server→client left before a cut; -1 = not armed
+	cutMatch   []byte // CutAtMatch's pattern; nil = not armed
+	cutMatchN  int    // occurrences of cutMatch left before the cut
+	cutTail    []byte // the last len(cutMatch)-1 bytes forwarded, for a match across reads
 	cuts       int
 	wg         sync.WaitGroup
 	closed     bool
@@ -132,11 +136,22 @@ func (p *Proxy) CutAfter(n int64) {
 	p.cutAfter = n
 }
 
+// CutAtMatch resets the connection that carries, server→client, the n-th occurrence (n >= 1)
+// of pattern counted from now, right after the pattern's last byte: the client reads the
+// bytes before it and nothing after (a frame holding the pattern arrives cut). Unlike a cut
+// where the client's consumer has seen something, it bounds what the connection itself read,
+// whatever the client buffers ahead of its consumer. Once.
+func (p *Proxy) CutAtMatch(pattern string, n int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cutMatch, p.cutMatchN, p.cutTail = []byte(pattern), n, nil
+}
+
 // Armed reports whether a CutAfter is still waiting.
 func (p *Proxy) Armed() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.cutAfter >= 0
+	return p.cutAfter >= 0 || p.cutMatch != nil
 }
 
 // Cuts counts the cuts CutAfter made.
@@ -270,6 +285,30 @@ func (p *Proxy) serve(x *pair, mode string, status int) {
 	<-done
 }
 
+// matchLocked counts the occurrences of cutMatch in b (with the bytes forwarded before it) and
+// returns the length of b up to the end of the occurrence that completes cutMatchN, or -1.
+func (p *Proxy) matchLocked(b []byte) int {
+	k := len(p.cutTail)
+	buf := append(append([]byte{}, p.cutTail...), b...)
+	from := 0
+	for {
+		i := bytes.Index(buf[from:], p.cutMatch)
+		if i < 0 {
+			break
+		}
+		from += i + len(p.cutMatch)
+		if p.cutMatchN--; p.cutMatchN <= 0 {
+			return from - k
+		}
+	}
+	keep := len(p.cutMatch) - 1
+	if keep > len(buf) {
+		keep = len(buf)
+	}
+	p.cutTail = append(p.cutTail[:0], buf[len(buf)-keep:]...)
+	return -1
+}
+
 // copy forwards src to dst; down is the server→client direction, where cuts happen.
 func (p *Proxy) copy(x *pair, src, dst net.Conn, down bool) {
 	buf := make([]byte, 32<<10)
@@ -280,7 +319,15 @@ func (p *Proxy) copy(x *pair, src, dst net.Conn, down bool) {
 			p.mu.Lock()
 			hole := x.blackholed
 			cut := false
-			if down && !hole && p.cutAfter >= 0 {
+			if down && !hole && p.cutMatch != nil {
+				if end := p.matchLocked(b); end >= 0 {
+					b = b[:end]
+					cut = true
+					p.cutMatch = nil
+					p.cuts++
+				}
+			}
+			if down && !hole && !cut && p.cutAfter >= 0 {
 				if int64(len(b)) > p.cutAfter {
 					b = b[:p.cutAfter]
 					cut = true
