@@ -28,12 +28,18 @@ func newLockEnv(t *testing.T, opts store.Options, mod func(*Config)) (*testEnv, 
 // lockSessions holds the sessions' rows locked from another database client until the returned
 // release is called (at the latest when the test ends).
 func lockSessions(t *testing.T, url string, ids ...string) (release func()) {
+	return holdLock(t, url, `SELECT 1 FROM sessions WHERE id = ANY($1::uuid[]) FOR UPDATE`, ids)
+}
+
+// holdLock runs stmt (a locking statement) in a transaction of another database client and holds
+// what it locked until the returned release is called (at the latest when the test ends).
+func holdLock(t *testing.T, url, stmt string, args ...any) (release func()) {
 	ctx := context.Background()
 	locker, err := pgx.Connect(ctx, url)
 	require.NoError(t, err)
 	tx, err := locker.Begin(ctx)
 	require.NoError(t, err)
-	_, err = tx.Exec(ctx, `SELECT 1 FROM sessions WHERE id = ANY($1::uuid[]) FOR UPDATE`, ids)
+	_, err = tx.Exec(ctx, stmt, args...)
 	require.NoError(t, err)
 	var once sync.Once
 	release = func() {

@@ -64,18 +64,8 @@ func (c *tokenCache) refuse(key [sha256.Size]byte, now time.Time, ttl time.Durat
 	if c.refused == nil {
 		c.refused = map[[sha256.Size]byte]time.Time{}
 	}
-	if len(c.refused) >= maxRefusedTokens {
-		for k, until := range c.refused {
-			if !now.Before(until) {
-				delete(c.refused, k)
-			}
-		}
-		for k := range c.refused {
-			if len(c.refused) < maxRefusedTokens {
-				break
-			}
-			delete(c.refused, k)
-		}
+	if _, ok := c.refused[key]; !ok {
+		makeRoom(c.refused, maxRefusedTokens, func(until time.Time) bool { return !now.Before(until) })
 	}
 	c.refused[key] = now.Add(ttl)
 }
@@ -120,20 +110,29 @@ func (c *tokenCache) put(key [sha256.Size]byte, tok store.Token, gen uint64, now
 	if c.m == nil {
 		c.m = map[[sha256.Size]byte]cachedToken{}
 	}
-	if _, ok := c.m[key]; !ok && len(c.m) >= maxCachedTokens {
-		for k, e := range c.m {
-			if !now.Before(e.until) {
-				delete(c.m, k)
-			}
-		}
-		for k := range c.m {
-			if len(c.m) < maxCachedTokens {
-				break
-			}
-			delete(c.m, k)
-		}
+	if _, ok := c.m[key]; !ok {
+		makeRoom(c.m, maxCachedTokens, func(e cachedToken) bool { return !now.Before(e.until) })
 	}
 	c.m[key] = cachedToken{tok: tok, until: now.Add(ttl)}
+}
+
+// makeRoom leaves room for one more entry in m, which holds at most max: when full it drops the
+// expired entries, then arbitrary ones.
+func makeRoom[V any](m map[[sha256.Size]byte]V, max int, expired func(V) bool) {
+	if len(m) < max {
+		return
+	}
+	for k, v := range m {
+		if expired(v) {
+			delete(m, k)
+		}
+	}
+	for k := range m {
+		if len(m) < max {
+			break
+		}
+		delete(m, k)
+	}
 }
 
 // drop forgets the token with id tokenID (revoked), and makes lookups under way uncacheable.

@@ -135,17 +135,9 @@ func TestTokenRefusalCached(t *testing.T) {
 	unknown := "zds_" + strings.Repeat("A", 43)
 	require.Equal(t, http.StatusUnauthorized, e.upgradeStatus(unknown))
 
-	ctx := context.Background()
-	locker, err := pgx.Connect(ctx, url)
-	require.NoError(t, err)
-	defer locker.Close(ctx)
-	tx, err := locker.Begin(ctx)
-	require.NoError(t, err)
-	defer tx.Rollback(ctx)
-	_, err = tx.Exec(ctx, `LOCK TABLE tokens IN ACCESS EXCLUSIVE MODE`)
-	require.NoError(t, err)
+	release := holdLock(t, url, `LOCK TABLE tokens IN ACCESS EXCLUSIVE MODE`)
 	require.Equal(t, http.StatusUnauthorized, e.upgradeStatus(unknown), "answered from the kept refusal, not the locked table")
-	require.NoError(t, tx.Rollback(ctx))
+	release()
 
 	var c tokenCache
 	now := time.Now()
